@@ -1,0 +1,112 @@
+// GKA backward, algorithm only (GKA.md, "Backward"): every Func a schedule needs,
+// by name. x is query, key and value at once, so dx sums three paths:
+//   query: dx_i += 1/sigma^2 sum_j dS_ij (x_j - x_i)     summed over the keys of query i
+//   key:   dx_j += 1/sigma^2 sum_i dS_ij (x_i - x_j)     summed over the queries of key j
+//   value: dx_j += sum_i P_ij dy_i                        summed over the queries of key j
+// The two directions are two reductions over the same pairs, each with its own
+// pair terms, so that no pair term is stored and no sum needs atomics: the
+// results are deterministic.
+#pragma once
+
+#include "gka_math.h"
+
+namespace gka {
+
+// P, dP and dS of GKA.md for every pair (j, i, h, b).
+struct PairTerms {
+    Scores scores;
+    Func prob, dprob, dscore;
+};
+
+struct BackwardPipeline {
+    Vars v;
+    Expr head_dim;
+    Mask mask;
+    Func x, y, dy, lse;             // inputs, clamped past T
+    Func delta{"delta"};            // Dl_i = dy_i . y_i                         (t, h, b)
+    PairTerms by_query, by_key;     // the pair terms of each direction
+
+    RDom keys;                      // the keys of a query band (Mask::first_key)
+    Func query_sum{"query_sum"};    // sum_j dS_ij x_j                 (d, offset, band, h, b)
+    Func query_stats{"query_stats"};  // {sum_j dS_ij, sum_j dS_ij s_ij}  (offset, band, h, b)
+
+    RDom queries;                   // the queries of a key band (Mask::first_query)
+    Func key_sum{"key_sum"};        // sum_i dS_ij x_i / sigma^2 + P_ij dy_i   (d, offset, band, h, b)
+    Func key_stats{"key_stats"};    // sum_i dS_ij                      (offset, band, h, b)
+
+    RDom tokens;                    // every (t, b), for dsigma
+    Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij                           (h)
+    Func dx, dsigma;                // the outputs
+};
+
+inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *direction) {
+    const Vars &v = p.v;
+    const std::string prefix = direction;
+    PairTerms t{gaussian_scores(p.x, sigma, p.head_dim, v), Func(prefix + "prob"), Func(prefix + "dprob"),
+                Func(prefix + "dscore")};
+    const RDom &rd = t.scores.rd;
+    t.prob(v.j, v.i, v.h, v.b) = Halide::exp(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b));
+    t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * p.x(rd, v.h, v.j, v.b);
+    t.dscore(v.j, v.i, v.h, v.b) = t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b));
+    return t;
+}
+
+inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy, Expr head_dim,
+                            Expr batch, const Mask &mask, Func dx, Func dsigma) {
+    const Vars &v = p.v;
+    p.head_dim = head_dim;
+    p.mask = mask;
+    p.x = clamped_features(x, mask.seq_len);
+    p.y = clamped_features(y, mask.seq_len);
+    p.dy = clamped_features(dy, mask.seq_len);
+    p.lse = Halide::BoundaryConditions::repeat_edge(lse, {{0, mask.seq_len}, {Expr(), Expr()}, {Expr(), Expr()}});
+
+    RDom rd(0, head_dim, "rd_delta");
+    p.delta(v.t, v.h, v.b) += p.dy(rd, v.h, v.t, v.b) * p.y(rd, v.h, v.t, v.b);
+    p.by_query = pair_terms(p, sigma, "query_");
+    p.by_key = pair_terms(p, sigma, "key_");
+    const Expr inv_var = 2.0f * p.by_query.scores.inv_two_var(v.h);
+
+    // Query direction: the keys of each query band.
+    p.keys = RDom(0, mask.window_extent(), "k");
+    {
+        const Expr query = v.band * mask.band_size + v.offset;
+        const Expr key = mask.first_key(v.band) + p.keys;
+        p.keys.where(key < mask.seq_len);
+        p.keys.where(mask.allowed(query, key));
+        const PairTerms &t = p.by_query;
+        const Expr ds = t.dscore(key, query, v.h, v.b);
+        p.query_sum(v.d, v.offset, v.band, v.h, v.b) += ds * p.x(v.d, v.h, key, v.b);
+        p.query_stats(v.offset, v.band, v.h, v.b) = {0.0f, 0.0f};
+        p.query_stats(v.offset, v.band, v.h, v.b) = {p.query_stats(v.offset, v.band, v.h, v.b)[0] + ds,
+                                                     p.query_stats(v.offset, v.band, v.h, v.b)[1] +
+                                                         ds * t.scores.score(key, query, v.h, v.b)};
+    }
+    // Key direction: the queries of each key band.
+    p.queries = RDom(0, mask.window_extent(), "q");
+    {
+        const Expr key = v.band * mask.band_size + v.offset;
+        const Expr query = mask.first_query(v.band) + p.queries;
+        p.queries.where(query < mask.seq_len);
+        p.queries.where(mask.allowed(query, key));
+        const PairTerms &t = p.by_key;
+        const Expr ds = t.dscore(key, query, v.h, v.b);
+        p.key_sum(v.d, v.offset, v.band, v.h, v.b) +=
+            ds * inv_var * p.x(v.d, v.h, query, v.b) + t.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
+        p.key_stats(v.offset, v.band, v.h, v.b) += ds;
+    }
+
+    const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
+    const Expr summed_ds = p.query_stats(offset, band, v.h, v.b)[0] + p.key_stats(offset, band, v.h, v.b);
+    dx(v.d, v.h, v.t, v.b) = p.key_sum(v.d, offset, band, v.h, v.b) +
+                             inv_var * (p.query_sum(v.d, offset, band, v.h, v.b) - summed_ds * x(v.d, v.h, v.t, v.b));
+
+    // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.
+    p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");
+    p.dsigma_sum(v.h) += p.query_stats(p.tokens.x % mask.band_size, p.tokens.x / mask.band_size, v.h, p.tokens.y)[1];
+    dsigma(v.h) = p.dsigma_sum(v.h) * (-2.0f / sigma(v.h));
+    p.dx = dx;
+    p.dsigma = dsigma;
+}
+
+}  // namespace gka

@@ -1,0 +1,93 @@
+// The GKA generators: inputs, outputs, layout, and the calls into the algorithm
+// (generators/*.h) and the schedule (schedules/). Shapes come from the buffers at
+// run time (any B, T, H, D >= 1); the window is a run-time input.
+#include "gka_backward.h"
+#include "gka_forward.h"
+#include "../schedules/schedules.h"
+
+namespace {
+
+using namespace Halide;
+
+// Tells Halide the dense C-contiguous [B][T][H][D] layout the runtime always
+// passes, so addressing needs no stride parameters.
+template<typename Buf>
+void dense_features(Buf &buf, const Expr &head_dim, const Expr &heads, const Expr &seq_len, const Expr &batch) {
+    buf.dim(0).set_bounds(0, head_dim).set_stride(1);
+    buf.dim(1).set_bounds(0, heads).set_stride(head_dim);
+    buf.dim(2).set_bounds(0, seq_len).set_stride(head_dim * heads);
+    buf.dim(3).set_bounds(0, batch).set_stride(head_dim * heads * seq_len);
+}
+
+template<typename Buf>
+void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &batch) {
+    buf.dim(0).set_bounds(0, seq_len).set_stride(1);
+    buf.dim(1).set_bounds(0, heads).set_stride(seq_len);
+    buf.dim(2).set_bounds(0, batch).set_stride(seq_len * heads);
+}
+
+class GkaForward : public Generator<GkaForward> {
+public:
+    // Overrides of the schedule's knobs, "name=value,..."; empty means the tuned
+    // values for the target (schedules/).
+    GeneratorParam<std::string> knobs{"knobs", ""};
+
+    Input<Buffer<float, 4>> x{"x"};          // (d, h, t, b)
+    Input<Buffer<float, 1>> sigma{"sigma"};  // (h)
+    Input<int32_t> left{"left"};             // FlashAttention's window, -1 = unbounded
+    Input<int32_t> right{"right"};
+    Output<Buffer<float, 4>> y{"y"};         // (d, h, t, b)
+    Output<Buffer<float, 3>> lse{"lse"};     // (t, h, b)
+
+    void generate() {
+        const Expr head_dim = x.dim(0).extent(), heads = x.dim(1).extent();
+        const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
+
+        const gka::Knobs k = gka::forward_knobs(get_target(), knobs);
+        gka::ForwardPipeline p;
+        gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, k["band"]), y, lse);
+        gka::schedule_forward(p, k, get_target());
+
+        dense_features(x, head_dim, heads, seq_len, batch);
+        dense_features(y, head_dim, heads, seq_len, batch);
+        dense_rows(lse, heads, seq_len, batch);
+        sigma.dim(0).set_bounds(0, heads);
+    }
+};
+
+class GkaBackward : public Generator<GkaBackward> {
+public:
+    GeneratorParam<std::string> knobs{"knobs", ""};
+
+    Input<Buffer<float, 4>> x{"x"};          // (d, h, t, b)
+    Input<Buffer<float, 1>> sigma{"sigma"};  // (h)
+    Input<Buffer<float, 4>> y{"y"};          // the forward's outputs
+    Input<Buffer<float, 3>> lse{"lse"};      // (t, h, b)
+    Input<Buffer<float, 4>> dy{"dy"};        // dL/dy
+    Input<int32_t> left{"left"};
+    Input<int32_t> right{"right"};
+    Output<Buffer<float, 4>> dx{"dx"};       // (d, h, t, b)
+    Output<Buffer<float, 1>> dsigma{"dsigma"};  // (h)
+
+    void generate() {
+        const Expr head_dim = x.dim(0).extent(), heads = x.dim(1).extent();
+        const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
+
+        const gka::Knobs k = gka::backward_knobs(get_target(), knobs);
+        gka::BackwardPipeline p;
+        gka::define_backward(p, x, sigma, y, lse, dy, head_dim, batch, gka::Mask(left, right, seq_len, k["band"]),
+                             dx, dsigma);
+        gka::schedule_backward(p, k, get_target());
+
+        for (auto *buf : {&x, &y, &dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
+        dense_features(dx, head_dim, heads, seq_len, batch);
+        dense_rows(lse, heads, seq_len, batch);
+        sigma.dim(0).set_bounds(0, heads);
+        dsigma.dim(0).set_bounds(0, heads);
+    }
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(GkaForward, gka_forward)
+HALIDE_REGISTER_GENERATOR(GkaBackward, gka_backward)

@@ -1,0 +1,83 @@
+// The math of Gaussian Kernel Attention shared by the forward and backward
+// generators (../shared/GKA.md), written once so that the two cannot drift apart.
+// Algorithm only: nothing here says how or where anything is computed.
+#pragma once
+
+#include "Halide.h"
+
+namespace gka {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::RDom;
+using Halide::Var;
+
+// Loop variables shared by every GKA pipeline. In Halide's order x is
+// (d, h, t, b). Pair terms are (j, i, h, b): key j first, query i second.
+// Tokens are also addressed as (offset, band, h, b), t = band * band_size + offset.
+struct Vars {
+    Var d{"d"}, h{"h"}, t{"t"}, b{"b"}, i{"i"}, j{"j"}, offset{"offset"}, band{"band"};
+};
+
+// FlashAttention's window (left, right), -1 meaning unbounded, as the two spans
+// of the mask  i - left_span <= j <= i + right_span.
+//
+// Sums run over bands of band_size consecutive tokens: every query of a band
+// sees keys inside one window of at most band_size + left_span + right_span keys,
+// so a reduction domain of that uniform extent, placed per band, covers them.
+// The cost of a window W is O(T * (band_size + W)), never O(T^2), and the mask
+// inside it is a pair of simple inequalities that Halide trims loops with.
+struct Mask {
+    Expr seq_len, left_span, right_span;
+    int band_size = 1;
+
+    Mask() = default;
+    Mask(Expr left, Expr right, Expr seq_len, int band_size)
+        : seq_len(seq_len),
+          left_span(Halide::select(left < 0, seq_len, Halide::min(left, seq_len))),
+          right_span(Halide::select(right < 0, seq_len, Halide::min(right, seq_len))),
+          band_size(band_size) {
+    }
+
+    Expr window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
+    Expr allowed(const Expr &query, const Expr &key) const {
+        return key >= query - left_span && key <= query + right_span;
+    }
+
+    // The keys attended by the queries of `band`: key = first + r for r in `keys`.
+    Expr first_key(const Expr &band) const { return Halide::max(band * band_size - left_span, 0); }
+    // The queries attending the keys of `band`.
+    Expr first_query(const Expr &band) const { return Halide::max(band * band_size - right_span, 0); }
+};
+
+// The Funcs of the Gaussian scores s_ij = -|x_i - x_j|^2 / (2 sigma_h^2) for
+// features x (d, h, t, b) and bandwidths sigma (h).
+struct Scores {
+    Func sqnorm{"sqnorm"};            // |x_t|^2                 (t, h, b)
+    Func inv_two_var{"inv_two_var"};  // 1 / (2 sigma_h^2)       (h)
+    Func dot{"dot"};                  // x_j . x_i               (j, i, h, b)
+    Func score{"score"};              // s_ij <= 0               (j, i, h, b)
+    RDom rd;                          // over the head dimension
+};
+
+inline Scores gaussian_scores(Func x, Func sigma, Expr head_dim, const Vars &v) {
+    Scores s;
+    s.rd = RDom(0, head_dim, "rd");
+    const RDom &rd = s.rd;
+    s.sqnorm(v.t, v.h, v.b) += x(rd, v.h, v.t, v.b) * x(rd, v.h, v.t, v.b);
+    s.inv_two_var(v.h) = 0.5f / (sigma(v.h) * sigma(v.h));
+    s.dot(v.j, v.i, v.h, v.b) += x(rd, v.h, v.j, v.b) * x(rd, v.h, v.i, v.b);
+    // |x_i - x_j|^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j can round a hair below zero;
+    // s_ij <= 0 is what keeps every exp(s_ij) in (0, 1].
+    Expr sq_dist = s.sqnorm(v.i, v.h, v.b) + s.sqnorm(v.j, v.h, v.b) - 2.0f * s.dot(v.j, v.i, v.h, v.b);
+    s.score(v.j, v.i, v.h, v.b) = Halide::min(-sq_dist * s.inv_two_var(v.h), 0.0f);
+    return s;
+}
+
+// Features read past the last token see the last token. Those values are never
+// summed (the mask excludes them), but tiles may then run past T unguarded.
+inline Func clamped_features(Func x, Expr seq_len) {
+    return Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
+}
+
+}  // namespace gka

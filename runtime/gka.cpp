@@ -1,0 +1,217 @@
+// libgka's C ABI: argument validation, CPU family dispatch, threads and errors.
+// The kernels themselves are the AOT-compiled Halide pipelines (cpu_families.cpp).
+#include "gka/gka.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "HalideBuffer.h"
+#include "HalideRuntime.h"
+#include "cpu_families.h"
+
+namespace {
+
+using gka::CpuFamily;
+using Halide::Runtime::Buffer;
+
+thread_local std::string last_error;
+
+gka_status fail(gka_status status, std::string message) {
+    last_error = std::move(message);
+    return status;
+}
+
+// Halide reports pipeline errors through this handler, on the calling thread
+// for everything checked before the parallel loops start.
+void record_halide_error(void *, const char *message) { last_error = std::string("halide: ") + message; }
+
+std::atomic<const CpuFamily *> forced_family{nullptr};
+std::string startup_error;  // a bad GKA_CPU_TARGET / GKA_NUM_THREADS, reported by every call
+std::once_flag initialized;
+
+const CpuFamily *best_supported_family() {
+    int n = 0;
+    const CpuFamily *families = gka::cpu_families(&n);
+    for (int k = 0; k < n; k++) {
+        if (families[k].host_supports()) return &families[k];
+    }
+    return nullptr;
+}
+
+gka_status force_family(const char *name) {
+    if (name == nullptr || *name == '\0') {
+        forced_family = nullptr;
+        return GKA_OK;
+    }
+    const CpuFamily *f = gka::find_cpu_family(name);
+    if (f == nullptr) {
+        return fail(GKA_ERR_INVALID_ARGUMENT,
+                    std::string("unknown CPU family '") + name + "' (families: avx512, avx2, generic)");
+    }
+    if (!f->host_supports()) {
+        return fail(GKA_ERR_UNSUPPORTED, std::string("CPU family '") + name + "' cannot run on this host");
+    }
+    forced_family = f;
+    return GKA_OK;
+}
+
+void initialize() {
+    halide_set_error_handler(record_halide_error);
+    if (const char *threads = std::getenv("GKA_NUM_THREADS")) {
+        char *end = nullptr;
+        long n = std::strtol(threads, &end, 10);
+        if (*threads == '\0' || *end != '\0' || n < 1 || n > 1024) {
+            startup_error = std::string("GKA_NUM_THREADS='") + threads + "' is not a thread count in 1..1024";
+        } else {
+            halide_set_num_threads(int(n));
+        }
+    }
+    if (const char *family = std::getenv("GKA_CPU_TARGET")) {
+        if (force_family(family) != GKA_OK) startup_error = "GKA_CPU_TARGET: " + last_error;
+    }
+}
+
+// The family that runs now, or null with the error recorded.
+const CpuFamily *current_family() {
+    std::call_once(initialized, initialize);
+    if (!startup_error.empty()) {
+        fail(GKA_ERR_UNSUPPORTED, startup_error);
+        return nullptr;
+    }
+    const CpuFamily *f = forced_family.load();
+    if (f == nullptr) f = best_supported_family();
+    if (f == nullptr) fail(GKA_ERR_UNSUPPORTED, "this CPU lacks SSE4.1, the least any compiled family needs");
+    return f;
+}
+
+// The kernels index buffers with 32-bit integers.
+constexpr int64_t max_elements = INT32_MAX;
+
+gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
+                           std::initializer_list<std::pair<const void *, const char *>> pointers) {
+    if (s.batch < 1 || s.seq_len < 1 || s.heads < 1 || s.head_dim < 1) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, "shape (batch=" + std::to_string(s.batch) +
+                                                  ", seq_len=" + std::to_string(s.seq_len) +
+                                                  ", heads=" + std::to_string(s.heads) +
+                                                  ", head_dim=" + std::to_string(s.head_dim) +
+                                                  "): every dimension must be >= 1");
+    }
+    for (const auto &[pointer, name] : pointers) {
+        if (pointer == nullptr) return fail(GKA_ERR_INVALID_ARGUMENT, std::string(name) + " is NULL");
+    }
+    if (w.left < -1 || w.right < -1) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, "window (" + std::to_string(w.left) + ", " +
+                                                  std::to_string(w.right) + "): left and right must be >= -1");
+    }
+    for (int64_t h = 0; h < s.heads; h++) {
+        if (!std::isfinite(sigma[h]) || !(sigma[h] > 0.0f)) {
+            return fail(GKA_ERR_INVALID_ARGUMENT, "sigma[" + std::to_string(h) + "] = " + std::to_string(sigma[h]) +
+                                                      ": each sigma must be finite and > 0");
+        }
+    }
+    __int128 elements = __int128(s.batch) * s.seq_len * s.heads * s.head_dim;
+    if (elements > max_elements) {
+        return fail(GKA_ERR_UNSUPPORTED, "shape has " + std::to_string(int64_t(elements > INT64_MAX ? INT64_MAX : elements)) +
+                                             " elements per tensor; the kernels address at most 2^31 - 1");
+    }
+    return GKA_OK;
+}
+
+// A window wider than the sequence means unbounded; the kernels take int32.
+int32_t clamp_span(int64_t span, int64_t seq_len) { return span < 0 ? -1 : int32_t(std::min(span, seq_len)); }
+
+Buffer<float, 4> features(const float *p, const gka_shape &s) {
+    return Buffer<float, 4>(const_cast<float *>(p), int(s.head_dim), int(s.heads), int(s.seq_len), int(s.batch));
+}
+Buffer<float, 3> rows(const float *p, const gka_shape &s) {
+    return Buffer<float, 3>(const_cast<float *>(p), int(s.seq_len), int(s.heads), int(s.batch));
+}
+Buffer<float, 1> per_head(const float *p, const gka_shape &s) {
+    return Buffer<float, 1>(const_cast<float *>(p), int(s.heads));
+}
+
+gka_status from_halide(int code, const char *kernel, const CpuFamily *f) {
+    if (code == 0) return GKA_OK;
+    std::string where = std::string(kernel) + " (" + f->name + "): ";
+    if (code == halide_error_code_out_of_memory) return fail(GKA_ERR_OUT_OF_MEMORY, where + last_error);
+    return fail(GKA_ERR_INTERNAL, where + "error " + std::to_string(code) + ": " + last_error);
+}
+
+}  // namespace
+
+extern "C" {
+
+gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
+                       float *lse) {
+    last_error.clear();
+    if (gka_status s = check_arguments(shape, window, sigma, {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}});
+        s != GKA_OK) {
+        return s;
+    }
+    const CpuFamily *f = current_family();
+    if (f == nullptr) return GKA_ERR_UNSUPPORTED;
+    auto xb = features(x, shape), yb = features(y, shape);
+    auto sb = per_head(sigma, shape);
+    auto lb = rows(lse, shape);
+    int code = f->forward(xb, sb, clamp_span(window.left, shape.seq_len), clamp_span(window.right, shape.seq_len),
+                          yb, lb);
+    return from_halide(code, "gka_forward", f);
+}
+
+gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
+                        const float *lse, const float *dy, float *dx, float *dsigma) {
+    last_error.clear();
+    if (gka_status s = check_arguments(shape, window, sigma,
+                                       {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"},
+                                        {dx, "dx"}, {dsigma, "dsigma"}});
+        s != GKA_OK) {
+        return s;
+    }
+    const CpuFamily *f = current_family();
+    if (f == nullptr) return GKA_ERR_UNSUPPORTED;
+    auto xb = features(x, shape), yb = features(y, shape), dyb = features(dy, shape), dxb = features(dx, shape);
+    auto sb = per_head(sigma, shape), dsb = per_head(dsigma, shape);
+    auto lb = rows(lse, shape);
+    int code = f->backward(xb, sb, yb, lb, dyb, clamp_span(window.left, shape.seq_len),
+                           clamp_span(window.right, shape.seq_len), dxb, dsb);
+    return from_halide(code, "gka_backward", f);
+}
+
+const char *gka_last_error(void) { return last_error.c_str(); }
+
+const char *gka_cpu_family(void) {
+    const CpuFamily *f = current_family();
+    return f ? f->name : "none";
+}
+
+gka_status gka_set_cpu_family(const char *family) {
+    last_error.clear();
+    std::call_once(initialized, initialize);
+    return force_family(family);
+}
+
+int gka_cpu_family_supported(const char *family) {
+    const CpuFamily *f = family ? gka::find_cpu_family(family) : nullptr;
+    return f != nullptr && f->host_supports();
+}
+
+int gka_num_threads(void) {
+    std::call_once(initialized, initialize);
+    return halide_get_num_threads();
+}
+
+gka_status gka_set_num_threads(int threads) {
+    last_error.clear();
+    std::call_once(initialized, initialize);
+    if (threads < 1 || threads > 1024) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, "thread count " + std::to_string(threads) + " is not in 1..1024");
+    }
+    halide_set_num_threads(threads);
+    return GKA_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,66 @@
+/* libgka: Gaussian Kernel Attention kernels generated with Halide.
+ *
+ * Layouts are FlashAttention's (see GKA.md): x, y, dy, dx are [B][T][H][D]
+ * float32, C-contiguous; lse is [B][H][T]; sigma and dsigma are [H]. All
+ * pointers are host memory. The window is FlashAttention's (left, right), -1
+ * meaning unbounded: (-1,-1) full, (-1,0) causal, (W-1,0) causal sliding window.
+ *
+ * Every call validates its arguments before touching any output. On failure it
+ * returns a status other than GKA_OK and gka_last_error() says why. Calls are
+ * thread-safe; the same inputs give bitwise-identical outputs. */
+#ifndef GKA_GKA_H
+#define GKA_GKA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gka_status {
+    GKA_OK = 0,
+    GKA_ERR_INVALID_ARGUMENT = 1,
+    GKA_ERR_UNSUPPORTED = 2,
+    GKA_ERR_OUT_OF_MEMORY = 3,
+    GKA_ERR_DEVICE = 4,
+    GKA_ERR_INTERNAL = 5
+} gka_status;
+
+typedef struct gka_shape {
+    int64_t batch, seq_len, heads, head_dim;
+} gka_shape;
+
+typedef struct gka_window {
+    int64_t left, right;
+} gka_window;
+
+/* y = softmax-normalized Gaussian-kernel average of x; lse its log row sums. */
+gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
+                       float *lse);
+
+/* Gradients of L = sum(dy . y) with respect to x and sigma, from the forward's
+ * y and lse. dx and dsigma are overwritten, not accumulated. */
+gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
+                        const float *lse, const float *dy, float *dx, float *dsigma);
+
+/* Message of the last failing call on this thread ("" if none). */
+const char *gka_last_error(void);
+
+/* CPU target families compiled into the library, best first: "avx512", "avx2",
+ * "generic". The family that runs is the best one the host supports, unless
+ * GKA_CPU_TARGET (environment, read once) or gka_set_cpu_family() forces one.
+ * Forcing a family the host cannot run is an error, never a silent fallback. */
+const char *gka_cpu_family(void);
+gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
+int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
+
+/* Worker threads of the CPU kernels: GKA_NUM_THREADS (environment) or the
+ * number of cores, unless set here. */
+int gka_num_threads(void);
+gka_status gka_set_num_threads(int threads);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GKA_GKA_H */

@@ -1,0 +1,61 @@
+// A schedule's tunable values, by name. Each schedule starts from its family's
+// tuned values (schedules/tuned/*.h) and takes overrides as "name=value,..."
+// (the generators' `knobs` GeneratorParam, which the autotuner sets).
+#pragma once
+
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "Halide.h"
+
+namespace gka {
+
+enum class Family { Generic, Avx2, Avx512, Cuda };
+
+inline Family family_of(const Halide::Target &t) {
+    if (t.has_gpu_feature()) return Family::Cuda;
+    if (t.has_feature(Halide::Target::AVX512)) return Family::Avx512;
+    if (t.has_feature(Halide::Target::AVX2)) return Family::Avx2;
+    return Family::Generic;
+}
+
+class Knobs {
+public:
+    explicit Knobs(std::map<std::string, int> values) : values_(std::move(values)) {}
+
+    int operator[](const std::string &name) const {
+        auto it = values_.find(name);
+        if (it == values_.end()) throw std::invalid_argument("gka schedule: no knob named '" + name + "'");
+        return it->second;
+    }
+
+    // Applies "name=value,..."; a name the schedule does not have is an error,
+    // never silently ignored.
+    Knobs &override_with(const std::string &spec) {
+        std::stringstream in(spec);
+        std::string item;
+        while (std::getline(in, item, ',')) {
+            if (item.empty()) continue;
+            auto eq = item.find('=');
+            const std::string name = item.substr(0, eq);
+            if (eq == std::string::npos || !values_.count(name)) {
+                throw std::invalid_argument("gka schedule: bad knob override '" + item + "' (knobs: " + str() + ")");
+            }
+            values_[name] = std::stoi(item.substr(eq + 1));
+        }
+        return *this;
+    }
+
+    std::string str() const {
+        std::string s;
+        for (const auto &[name, value] : values_) s += (s.empty() ? "" : ",") + name + "=" + std::to_string(value);
+        return s;
+    }
+
+private:
+    std::map<std::string, int> values_;
+};
+
+}  // namespace gka
