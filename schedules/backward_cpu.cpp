@@ -57,7 +57,7 @@ void schedule_band_sum(Func sum, Func stats, RVar rvar, const Vars &v, int vec, 
     for (Stage s : {sum.update(), stats.update()}) {
         s.split(v.offset, oo, oi, tile).split(rvar, ro, ri, block, TailStrategy::GuardWithIf).unroll(oi).parallel(v.band);
     }
-    sum.update().reorder(v.d, oi, ri, ro, oo, v.band, v.h, v.b).vectorize(v.d, vec);
+    sum.update().reorder(v.d, oi, ri, ro, oo, v.band, v.h, v.b).vectorize(v.d, vec, TailStrategy::GuardWithIf);
     stats.update().reorder(oi, ri, ro, oo, v.band, v.h, v.b).compute_with(sum.update(), ro);
 }
 
@@ -116,7 +116,10 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
 
     p.dsigma_sum.compute_root();
     Var to("to"), ti("ti");
-    p.dx.split(v.t, to, ti, 16).reorder(v.d, ti, v.h, to, v.b).vectorize(v.d, vec).parallel(to);
+    p.dx.split(v.t, to, ti, 16, TailStrategy::GuardWithIf)
+        .reorder(v.d, ti, v.h, to, v.b)
+        .vectorize(v.d, vec, TailStrategy::GuardWithIf)
+        .parallel(to);
 }
 
 }  // namespace gka

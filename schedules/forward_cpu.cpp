@@ -52,7 +52,7 @@ void schedule_forward(ForwardPipeline &p, const Knobs &k, const Target &target) 
             .unroll(oi)
             .parallel(v.band);
     }
-    ws.update().reorder(v.d, oi, ki, ko, oo, v.band, v.h, v.b).vectorize(v.d, vec);
+    ws.update().reorder(v.d, oi, ki, ko, oo, v.band, v.h, v.b).vectorize(v.d, vec, TailStrategy::GuardWithIf);
     rs.update().reorder(oi, ki, ko, oo, v.band, v.h, v.b).compute_with(ws.update(), ko);
 
     p.weight.compute_at(ws, ko).vectorize(v.j, vec, TailStrategy::RoundUp);
@@ -63,8 +63,12 @@ void schedule_forward(ForwardPipeline &p, const Knobs &k, const Target &target) 
         .vectorize(v.j, vec, TailStrategy::RoundUp)
         .unroll(ii);
 
-    p.y.split(v.t, to, ti, 16).reorder(v.d, ti, v.h, to, v.b).vectorize(v.d, vec).parallel(to);
-    p.lse.vectorize(v.t, vec).parallel(v.h);
+    // Outputs: T and D are arbitrary, so their edges are guarded.
+    p.y.split(v.t, to, ti, 16, TailStrategy::GuardWithIf)
+        .reorder(v.d, ti, v.h, to, v.b)
+        .vectorize(v.d, vec, TailStrategy::GuardWithIf)
+        .parallel(to);
+    p.lse.vectorize(v.t, vec, TailStrategy::GuardWithIf).parallel(v.h);
 }
 
 }  // namespace gka

@@ -13,6 +13,12 @@
 
 #include <stdint.h>
 
+#if defined(__GNUC__)
+#define GKA_API __attribute__((visibility("default")))
+#else
+#define GKA_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,29 +41,29 @@ typedef struct gka_window {
 } gka_window;
 
 /* y = softmax-normalized Gaussian-kernel average of x; lse its log row sums. */
-gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
+GKA_API gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
                        float *lse);
 
 /* Gradients of L = sum(dy . y) with respect to x and sigma, from the forward's
  * y and lse. dx and dsigma are overwritten, not accumulated. */
-gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
+GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
                         const float *lse, const float *dy, float *dx, float *dsigma);
 
 /* Message of the last failing call on this thread ("" if none). */
-const char *gka_last_error(void);
+GKA_API const char *gka_last_error(void);
 
 /* CPU target families compiled into the library, best first: "avx512", "avx2",
  * "generic". The family that runs is the best one the host supports, unless
  * GKA_CPU_TARGET (environment, read once) or gka_set_cpu_family() forces one.
  * Forcing a family the host cannot run is an error, never a silent fallback. */
-const char *gka_cpu_family(void);
-gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
-int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
+GKA_API const char *gka_cpu_family(void);
+GKA_API gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
+GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
 
 /* Worker threads of the CPU kernels: GKA_NUM_THREADS (environment) or the
  * number of cores, unless set here. */
-int gka_num_threads(void);
-gka_status gka_set_num_threads(int threads);
+GKA_API int gka_num_threads(void);
+GKA_API gka_status gka_set_num_threads(int threads);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,113 @@
+#include "check.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <sstream>
+
+namespace gka_test {
+
+Outputs run_kernels(const gka_ref::Problem &p) {
+    Outputs o{std::vector<float>(p.size()), std::vector<float>(p.rows()), std::vector<float>(p.size()),
+              std::vector<float>(p.shape.heads)};
+    gka_status s = gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data());
+    INFO(gka_last_error());
+    REQUIRE(s == GKA_OK);
+    s = gka_backward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data(), p.dy.data(),
+                     o.dx.data(), o.dsigma.data());
+    INFO(gka_last_error());
+    REQUIRE(s == GKA_OK);
+    return o;
+}
+
+namespace {
+
+void note(Worst &w, double error, double tolerance, const std::string &where) {
+    double ratio = std::isnan(error) ? INFINITY : error / tolerance;
+    if (ratio > w.ratio || w.where.empty()) w = {ratio, where};
+}
+
+std::string position(const char *name, int64_t b, int64_t t, int64_t h, int64_t d = -1) {
+    std::ostringstream s;
+    s << name << "[b=" << b << "][t=" << t << "][h=" << h << "]";
+    if (d >= 0) s << "[d=" << d << "]";
+    return s.str();
+}
+
+}  // namespace
+
+Report compare(const gka_ref::Problem &p, const Outputs &out) {
+    const gka_ref::Forward f = gka_ref::forward(p);
+    const gka_ref::Backward g = gka_ref::backward(p, f);
+    const int64_t B = p.shape.batch, T = p.shape.seq_len, H = p.shape.heads, D = p.shape.head_dim;
+    const double eps = std::ldexp(1.0, -24);
+    Report r;
+    double worst_rel = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++) {
+                const int64_t row = p.row(b, h, t);
+                const double rel = 3e-5 + 16 * eps * std::sqrt(double(D)) * f.score_scale[row];
+                worst_rel = std::max(worst_rel, rel);
+                note(r.lse, std::abs(out.lse[row] - f.lse[row]), rel, position("lse", b, t, h));
+                // |y - y_ref| <= rel * sum_j P_ij |x_j|, the sum of the terms' absolute values.
+                std::vector<double> magnitude(D);
+                for (int64_t j = 0; j < T; j++) {
+                    if (!p.allowed(t, j)) continue;
+                    double sq = 0;
+                    for (int64_t d = 0; d < D; d++) {
+                        double diff = double(p.x[p.at(b, t, h) + d]) - p.x[p.at(b, j, h) + d];
+                        sq += diff * diff;
+                    }
+                    const double w = std::exp(-sq / (2.0 * p.sigma[h] * p.sigma[h]) - f.lse[row]);
+                    for (int64_t d = 0; d < D; d++) magnitude[d] += w * std::abs(p.x[p.at(b, j, h) + d]);
+                }
+                for (int64_t d = 0; d < D; d++) {
+                    const int64_t k = p.at(b, t, h) + d;
+                    note(r.y, std::abs(out.y[k] - f.y[k]), rel * magnitude[d] + 1e-30, position("y", b, t, h, d));
+                }
+            }
+    const double rel_grad = 4 * worst_rel;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t d = 0; d < D; d++) {
+                    const int64_t k = p.at(b, t, h) + d;
+                    note(r.dx, std::abs(out.dx[k] - g.dx[k]), rel_grad * g.dx_magnitude[k] + 1e-30,
+                         position("dx", b, t, h, d));
+                }
+    for (int64_t h = 0; h < H; h++) {
+        note(r.dsigma, std::abs(out.dsigma[h] - g.dsigma[h]), rel_grad * g.dsigma_magnitude[h] + 1e-30,
+             "dsigma[" + std::to_string(h) + "]");
+    }
+    return r;
+}
+
+void check_problem(const gka_ref::Problem &p) {
+    const Outputs out = run_kernels(p);
+    const Report r = compare(p, out);
+    INFO("family " << gka_cpu_family() << ", shape B=" << p.shape.batch << " T=" << p.shape.seq_len
+                   << " H=" << p.shape.heads << " D=" << p.shape.head_dim << ", window (" << p.window.left << ", "
+                   << p.window.right << ")");
+    INFO("worst error / tolerance: y " << r.y.ratio << " at " << r.y.where << "; lse " << r.lse.ratio << " at "
+                                       << r.lse.where << "; dx " << r.dx.ratio << " at " << r.dx.where
+                                       << "; dsigma " << r.dsigma.ratio << " at " << r.dsigma.where);
+    CHECK(r.y.ratio <= 1.0);
+    CHECK(r.lse.ratio <= 1.0);
+    CHECK(r.dx.ratio <= 1.0);
+    CHECK(r.dsigma.ratio <= 1.0);
+}
+
+std::vector<std::string> runnable_families() {
+    std::vector<std::string> families;
+    for (const char *f : {"avx512", "avx2", "generic"}) {
+        if (gka_cpu_family_supported(f)) {
+            families.push_back(f);
+        } else {
+            WARN("SKIP family " << f << ": this host's CPU cannot run it");
+        }
+    }
+    return families;
+}
+
+}  // namespace gka_test

@@ -1,0 +1,50 @@
+// Double-precision reference loops written from GKA.md, the yardstick of every
+// kernel test. Each result comes with its magnitude: the same sum taken over the
+// absolute values of its terms, so that tolerances scale with what was summed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gka/gka.h"
+
+namespace gka_ref {
+
+struct Problem {
+    gka_shape shape;
+    gka_window window;
+    std::vector<float> x, sigma, dy;
+
+    int64_t size() const { return shape.batch * shape.seq_len * shape.heads * shape.head_dim; }
+    int64_t rows() const { return shape.batch * shape.heads * shape.seq_len; }
+    // Index of x[b][t][h][0] and of lse[b][h][t].
+    int64_t at(int64_t b, int64_t t, int64_t h) const {
+        return ((b * shape.seq_len + t) * shape.heads + h) * shape.head_dim;
+    }
+    int64_t row(int64_t b, int64_t h, int64_t t) const { return (b * shape.heads + h) * shape.seq_len + t; }
+    bool allowed(int64_t i, int64_t j) const {
+        return (window.left < 0 || j >= i - window.left) && (window.right < 0 || j <= i + window.right);
+    }
+};
+
+// Random features whose typical score is about -spread^2: spread 0.3 gives
+// near-uniform attention, spread 4 near one-hot. A shared offset makes |x|^2
+// larger than the distances, as in real features. Seeded: reproducible.
+Problem make_problem(gka_shape shape, gka_window window, std::vector<float> sigma, double spread, uint64_t seed);
+
+struct Forward {
+    std::vector<double> y, lse;
+    std::vector<double> score_scale;  // per row: max_j (|x_i|^2 + |x_j|^2) / (2 sigma^2)
+};
+struct Backward {
+    std::vector<double> dx, dsigma;
+    std::vector<double> dx_magnitude, dsigma_magnitude;
+};
+
+Forward forward(const Problem &p);
+// Takes y and lse from the reference forward, in double.
+Backward backward(const Problem &p, const Forward &f);
+// L = sum dy . y in double, for finite differences of the reference backward.
+double loss(const Problem &p, const std::vector<double> &x, const std::vector<double> &sigma);
+
+}  // namespace gka_ref

@@ -1,0 +1,182 @@
+// The C ABI's contract: validation that touches no output, clear messages,
+// unsupported shapes, determinism, concurrent callers, family and thread control.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "check.h"
+
+namespace {
+
+constexpr float sentinel = -12345.0f;
+
+struct Call {
+    gka_ref::Problem p = gka_ref::make_problem({2, 9, 3, 5}, {-1, 0}, {0.5f, 1.0f, 2.0f}, 1.0, 3);
+    std::vector<float> y = std::vector<float>(p.size(), sentinel), lse = std::vector<float>(p.rows(), sentinel);
+    std::vector<float> dx = std::vector<float>(p.size(), sentinel), dsigma = std::vector<float>(3, sentinel);
+
+    gka_status forward() { return gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data()); }
+    gka_status backward() {
+        return gka_backward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data(), p.dy.data(),
+                            dx.data(), dsigma.data());
+    }
+    bool outputs_untouched() const {
+        for (const auto *v : {&y, &lse, &dx, &dsigma})
+            for (float f : *v)
+                if (f != sentinel) return false;
+        return true;
+    }
+};
+
+// Both entry points refuse `call` with `status`, naming `mention`, touching nothing.
+void expect_refused(Call call, gka_status status, const std::string &mention) {
+    CHECK(call.forward() == status);
+    CHECK_THAT(gka_last_error(), Catch::Contains(mention));
+    CHECK(call.backward() == status);
+    CHECK_THAT(gka_last_error(), Catch::Contains(mention));
+    CHECK(call.outputs_untouched());
+}
+
+}  // namespace
+
+TEST_CASE("bad arguments are refused with a message and untouched outputs", "[api]") {
+    SECTION("dimensions < 1") {
+        for (int k = 0; k < 4; k++) {
+            Call c;
+            (&c.p.shape.batch)[k] = k % 2 ? 0 : -3;
+            expect_refused(c, GKA_ERR_INVALID_ARGUMENT, "every dimension must be >= 1");
+        }
+    }
+    SECTION("window bounds < -1") {
+        Call c;
+        c.p.window = {-2, 0};
+        expect_refused(c, GKA_ERR_INVALID_ARGUMENT, "left and right must be >= -1");
+        c.p.window = {3, -7};
+        expect_refused(c, GKA_ERR_INVALID_ARGUMENT, "left and right must be >= -1");
+    }
+    SECTION("sigma <= 0, NaN or infinite") {
+        for (float bad : {0.0f, -1.0f, NAN, INFINITY, -INFINITY}) {
+            Call c;
+            c.p.sigma[2] = bad;
+            expect_refused(c, GKA_ERR_INVALID_ARGUMENT, "sigma[2]");
+        }
+    }
+    SECTION("null pointers") {
+        Call c;
+        CHECK(gka_forward(c.p.shape, c.p.window, nullptr, c.p.sigma.data(), c.y.data(), c.lse.data()) ==
+              GKA_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(gka_last_error(), Catch::Contains("x is NULL"));
+        CHECK(gka_forward(c.p.shape, c.p.window, c.p.x.data(), c.p.sigma.data(), c.y.data(), nullptr) ==
+              GKA_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(gka_last_error(), Catch::Contains("lse is NULL"));
+        CHECK(gka_backward(c.p.shape, c.p.window, c.p.x.data(), c.p.sigma.data(), c.y.data(), c.lse.data(),
+                           nullptr, c.dx.data(), c.dsigma.data()) == GKA_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(gka_last_error(), Catch::Contains("dy is NULL"));
+        CHECK(gka_backward(c.p.shape, c.p.window, c.p.x.data(), c.p.sigma.data(), c.y.data(), c.lse.data(),
+                           c.p.dy.data(), c.dx.data(), nullptr) == GKA_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(gka_last_error(), Catch::Contains("dsigma is NULL"));
+        CHECK(c.outputs_untouched());
+    }
+    SECTION("a good call clears the last error") {
+        Call c;
+        c.p.sigma[0] = -1;
+        CHECK(c.forward() == GKA_ERR_INVALID_ARGUMENT);
+        c.p.sigma[0] = 1;
+        CHECK(c.forward() == GKA_OK);
+        CHECK(std::string(gka_last_error()).empty());
+    }
+}
+
+TEST_CASE("shapes beyond 32-bit indexing are unsupported, not overflowed", "[api]") {
+    Call c;
+    c.p.shape = {1, int64_t(1) << 26, 1, 64};  // 2^32 elements
+    c.p.sigma = {1.0f};
+    expect_refused(c, GKA_ERR_UNSUPPORTED, "at most 2^31 - 1");
+    c.p.shape = {int64_t(1) << 40, int64_t(1) << 40, 1, 1};  // overflows int64 when multiplied
+    expect_refused(c, GKA_ERR_UNSUPPORTED, "at most 2^31 - 1");
+}
+
+TEST_CASE("windows wider than the sequence mean unbounded", "[api]") {
+    Call a, b;
+    b.p.window = {int64_t(1) << 40, 0};
+    REQUIRE(a.forward() == GKA_OK);
+    REQUIRE(b.forward() == GKA_OK);
+    CHECK(std::memcmp(a.y.data(), b.y.data(), a.y.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("repeated calls are bitwise identical, on every family", "[api]") {
+    for (const std::string &family : gka_test::runnable_families()) {
+        REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
+        auto p = gka_ref::make_problem({2, 333, 4, 64}, {-1, 0}, {0.5f, 1.0f, 2.0f, 4.0f}, 1.5, 9);
+        gka_test::Outputs first = gka_test::run_kernels(p), second = gka_test::run_kernels(p);
+        INFO("family " << family);
+        CHECK(first.y == second.y);
+        CHECK(first.lse == second.lse);
+        CHECK(first.dx == second.dx);
+        CHECK(first.dsigma == second.dsigma);
+    }
+    REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+}
+
+TEST_CASE("four threads calling at once get what one thread gets", "[api]") {
+    std::vector<gka_ref::Problem> problems;
+    std::vector<gka_test::Outputs> alone;
+    for (int k = 0; k < 4; k++) {
+        problems.push_back(gka_ref::make_problem({1, 200 + 50 * k, 2, 32}, {k == 0 ? -1 : 31, 0}, {1.0f, 0.5f}, 1.0, k));
+        alone.push_back(gka_test::run_kernels(problems.back()));
+    }
+    std::vector<gka_test::Outputs> together(4);
+    std::vector<gka_status> status(4);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 4; k++) {
+        threads.emplace_back([&, k] {
+            for (int repeat = 0; repeat < 5; repeat++) {
+                const gka_ref::Problem &p = problems[k];
+                gka_test::Outputs &o = together[k];
+                o = {std::vector<float>(p.size()), std::vector<float>(p.rows()), std::vector<float>(p.size()),
+                     std::vector<float>(2)};
+                status[k] = gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data());
+                if (status[k] != GKA_OK) return;
+                status[k] = gka_backward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data(),
+                                         p.dy.data(), o.dx.data(), o.dsigma.data());
+                if (status[k] != GKA_OK) return;
+            }
+        });
+    }
+    for (auto &t : threads) t.join();
+    for (int k = 0; k < 4; k++) {
+        INFO("thread " << k);
+        REQUIRE(status[k] == GKA_OK);
+        CHECK(together[k].y == alone[k].y);
+        CHECK(together[k].dx == alone[k].dx);
+        CHECK(together[k].dsigma == alone[k].dsigma);
+    }
+}
+
+TEST_CASE("CPU family control", "[api]") {
+    CHECK(gka_set_cpu_family("sse2") == GKA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(gka_last_error(), Catch::Contains("unknown CPU family 'sse2'"));
+    CHECK(gka_cpu_family_supported("generic") == 1);  // any x86-64 host with SSE4.1
+    CHECK(gka_cpu_family_supported("bogus") == 0);
+    for (const char *family : {"avx512", "avx2"}) {
+        if (gka_cpu_family_supported(family)) continue;
+        // Forcing a family the host cannot run is an error, never a fallback.
+        CHECK(gka_set_cpu_family(family) == GKA_ERR_UNSUPPORTED);
+        CHECK_THAT(gka_last_error(), Catch::Contains("cannot run on this host"));
+    }
+    REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+    const std::string best = gka_test::runnable_families().front();
+    CHECK(gka_cpu_family() == best);
+}
+
+TEST_CASE("thread count control", "[api]") {
+    CHECK(gka_num_threads() >= 1);
+    CHECK(gka_set_num_threads(0) == GKA_ERR_INVALID_ARGUMENT);
+    CHECK(gka_set_num_threads(3) == GKA_OK);
+    CHECK(gka_num_threads() == 3);
+    Call c;
+    CHECK(c.forward() == GKA_OK);
+    CHECK(gka_set_num_threads(int(std::thread::hardware_concurrency())) == GKA_OK);
+}
