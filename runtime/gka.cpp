@@ -2,6 +2,7 @@
 // The kernels themselves are the AOT-compiled Halide pipelines (cpu_families.cpp).
 #include "gka/gka.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -61,6 +62,7 @@ gka_status force_family(const char *name) {
 
 void initialize() {
     halide_set_error_handler(record_halide_error);
+    halide_set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
     if (const char *threads = std::getenv("GKA_NUM_THREADS")) {
         char *end = nullptr;
         long n = std::strtol(threads, &end, 10);

@@ -47,7 +47,7 @@ Report compare(const gka_ref::Problem &p, const Outputs &out) {
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
                 const int64_t row = p.row(b, h, t);
-                const double rel = 3e-5 + 16 * eps * std::sqrt(double(D)) * f.score_scale[row];
+                const double rel = 4e-6 + 4 * eps * std::sqrt(double(D)) * f.score_scale[row];
                 worst_rel = std::max(worst_rel, rel);
                 note(r.lse, std::abs(out.lse[row] - f.lse[row]), rel, position("lse", b, t, h));
                 // |y - y_ref| <= rel * sum_j P_ij |x_j|, the sum of the terms' absolute values.
@@ -67,7 +67,7 @@ Report compare(const gka_ref::Problem &p, const Outputs &out) {
                     note(r.y, std::abs(out.y[k] - f.y[k]), rel * magnitude[d] + 1e-30, position("y", b, t, h, d));
                 }
             }
-    const double rel_grad = 4 * worst_rel;
+    const double rel_grad = worst_rel;
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++)

@@ -125,6 +125,16 @@ Backward backward(const Problem &p, const Forward &f) {
     return g;
 }
 
+int64_t allowed_pairs(gka_shape s, gka_window w) {
+    int64_t pairs = 0;
+    for (int64_t i = 0; i < s.seq_len; i++) {
+        const int64_t lo = w.left < 0 ? 0 : std::max<int64_t>(0, i - w.left);
+        const int64_t hi = w.right < 0 ? s.seq_len - 1 : std::min<int64_t>(s.seq_len - 1, i + w.right);
+        pairs += hi - lo + 1;
+    }
+    return pairs * s.batch * s.heads;
+}
+
 double loss(const Problem &p, const std::vector<double> &x, const std::vector<double> &sigma) {
     Forward f = forward_in_double(p, Pairs(p, x, sigma));
     double l = 0;

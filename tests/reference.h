@@ -44,6 +44,10 @@ struct Backward {
 Forward forward(const Problem &p);
 // Takes y and lse from the reference forward, in double.
 Backward backward(const Problem &p, const Forward &f);
+// Number of allowed (query, key) pairs summed over batch and heads (GKA.md's
+// "pairs"): forward FLOPs are 4 * D * pairs, backward 10 * D * pairs.
+int64_t allowed_pairs(gka_shape shape, gka_window window);
+
 // L = sum dy . y in double, for finite differences of the reference backward.
 double loss(const Problem &p, const std::vector<double> &x, const std::vector<double> &sigma);
 
