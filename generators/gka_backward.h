@@ -12,7 +12,7 @@
 
 namespace gka {
 
-// P, dP and dS of GKA.md for every pair (j, i, h, b).
+// P, dP and dS of GKA.md for every pair (j, i, h, b); P and dS are 0 where masked.
 struct PairTerms {
     Scores scores;
     Func prob, dprob, dscore;
@@ -45,7 +45,8 @@ inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *d
     PairTerms t{gaussian_scores(p.x, sigma, p.head_dim, v), Func(prefix + "prob"), Func(prefix + "dprob"),
                 Func(prefix + "dscore")};
     const RDom &rd = t.scores.rd;
-    t.prob(v.j, v.i, v.h, v.b) = Halide::exp(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b));
+    t.prob(v.j, v.i, v.h, v.b) = Halide::select(
+        p.mask.allowed(v.i, v.j), Halide::exp(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
     t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * p.x(rd, v.h, v.j, v.b);
     t.dscore(v.j, v.i, v.h, v.b) = t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b));
     return t;
@@ -72,8 +73,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
     {
         const Expr query = v.band * mask.band_size + v.offset;
         const Expr key = mask.first_key(v.band) + p.keys;
-        p.keys.where(key < mask.seq_len);
-        p.keys.where(mask.allowed(query, key));
+        p.keys.where(key <= mask.last_key(v.band));
         const PairTerms &t = p.by_query;
         const Expr ds = t.dscore(key, query, v.h, v.b);
         p.query_sum(v.d, v.offset, v.band, v.h, v.b) += ds * p.x(v.d, v.h, key, v.b);
@@ -87,8 +87,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
     {
         const Expr key = v.band * mask.band_size + v.offset;
         const Expr query = mask.first_query(v.band) + p.queries;
-        p.queries.where(query < mask.seq_len);
-        p.queries.where(mask.allowed(query, key));
+        p.queries.where(query <= mask.last_query(v.band));
         const PairTerms &t = p.by_key;
         const Expr ds = t.dscore(key, query, v.h, v.b);
         p.key_sum(v.d, v.offset, v.band, v.h, v.b) +=

@@ -22,11 +22,13 @@ struct Vars {
 // FlashAttention's window (left, right), -1 meaning unbounded, as the two spans
 // of the mask  i - left_span <= j <= i + right_span.
 //
-// Sums run over bands of band_size consecutive tokens: every query of a band
-// sees keys inside one window of at most band_size + left_span + right_span keys,
-// so a reduction domain of that uniform extent, placed per band, covers them.
-// The cost of a window W is O(T * (band_size + W)), never O(T^2), and the mask
-// inside it is a pair of simple inequalities that Halide trims loops with.
+// Sums run over bands of band_size consecutive tokens. The keys any query of a
+// band may attend lie in one window of at most band_size + left_span + right_span
+// keys, so a reduction domain of that uniform extent, placed per band, covers
+// them, and the band's last allowed key bounds it above. Pair terms of a band
+// that its window holds but the mask excludes are zero (the weights carry the
+// mask); everything outside the band's window is never visited. A window of W
+// costs O(T * (W + band_size)), never O(T^2).
 struct Mask {
     Expr seq_len, left_span, right_span;
     int band_size = 1;
@@ -39,15 +41,21 @@ struct Mask {
           band_size(band_size) {
     }
 
-    Expr window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
     Expr allowed(const Expr &query, const Expr &key) const {
         return key >= query - left_span && key <= query + right_span;
     }
+    Expr window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
 
-    // The keys attended by the queries of `band`: key = first + r for r in `keys`.
+    // The keys attended by the queries of `band` are first_key + r, r < window_extent(), up to last_key.
     Expr first_key(const Expr &band) const { return Halide::max(band * band_size - left_span, 0); }
-    // The queries attending the keys of `band`.
+    Expr last_key(const Expr &band) const {
+        return Halide::min(band * band_size + band_size - 1 + right_span, seq_len - 1);
+    }
+    // The queries attending the keys of `band` are first_query + r, up to last_query.
     Expr first_query(const Expr &band) const { return Halide::max(band * band_size - right_span, 0); }
+    Expr last_query(const Expr &band) const {
+        return Halide::min(band * band_size + band_size - 1 + left_span, seq_len - 1);
+    }
 };
 
 // The Funcs of the Gaussian scores s_ij = -|x_i - x_j|^2 / (2 sigma_h^2) for

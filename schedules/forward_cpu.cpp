@@ -3,11 +3,11 @@
 // One task per (band of queries, head, batch). In a band, each micro-block of
 // query_tile queries walks the band's key window by blocks of key_tile keys:
 // the score tile (key_tile x query_tile) is a small GEMM vectorized over keys
-// that reads keys from a transposed copy of x, is exponentiated in place, then
-// folded into the micro-block's accumulators (head_dim x query_tile, vectorized
-// over d), which stay in registers across the key block. Row sums ride along in
-// the same loop (compute_with). Key blocks that a micro-block's mask excludes
-// allocate and compute nothing.
+// that reads keys from a transposed copy of x; it is exponentiated (and masked)
+// in place, then folded into the micro-block's accumulators (d_block x
+// query_tile, vectorized over d), which stay in registers across the key block.
+// Row sums ride along in the same loop (compute_with).
+#include "schedule_helpers.h"
 #include "schedules.h"
 
 namespace gka {
@@ -17,9 +17,12 @@ using namespace Halide;
 Knobs forward_knobs(const Target &target, const std::string &overrides) {
     Knobs k = [&] {
         switch (family_of(target)) {
-        case Family::Avx512: return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_tile", 64}});
-        case Family::Avx2: return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 4}, {"key_tile", 32}});
-        default: return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 4}, {"key_tile", 16}});
+        case Family::Avx512:
+            return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_tile", 64}, {"d_block", 64}});
+        case Family::Avx2:
+            return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 4}, {"key_tile", 32}, {"d_block", 32}});
+        default:
+            return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 4}, {"key_tile", 16}, {"d_block", 16}});
         }
     }();
     k.override_with(overrides);
@@ -30,44 +33,18 @@ Knobs forward_knobs(const Target &target, const std::string &overrides) {
 void schedule_forward(ForwardPipeline &p, const Knobs &k, const Target &target) {
     const int vec = k["vector"], qt = k["query_tile"], kt = k["key_tile"];
     const Vars &v = p.v;
-    Var oo("oo"), oi("oi"), io("io"), ii("ii"), to("to"), ti("ti");
     RVar ko("ko"), ki("ki");
 
-    // Keys contiguous per head, for the score GEMM's vector loads.
-    Func xt = p.x.in({p.scores.dot, p.scores.sqnorm});
-    {
-        std::vector<Var> a = xt.args();  // (d, h, t, b)
-        xt.compute_root().reorder_storage(a[2], a[0], a[1], a[3]).reorder(a[2], a[0], a[1], a[3])
-            .vectorize(a[2], vec, TailStrategy::RoundUp).parallel(a[3]);
-    }
-    p.scores.sqnorm.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
-    p.scores.sqnorm.update().reorder(v.t, p.scores.rd.x).vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
+    transpose_tokens(p.x, {p.scores.dot, p.scores.sqnorm}, vec);
+    head_major_copy(p.x, {p.weighted_sum}, vec);
+    schedule_sqnorm(p.scores, v, vec);
 
-    Func ws = p.weighted_sum, rs = p.row_sum;
-    ws.compute_root().vectorize(v.d, vec).parallel(v.band);
-    rs.compute_root().vectorize(v.offset, vec).parallel(v.band);
-    for (Stage s : {ws.update(), rs.update()}) {
-        s.split(v.offset, oo, oi, qt)
-            .split(p.keys.x, ko, ki, kt, TailStrategy::GuardWithIf)
-            .unroll(oi)
-            .parallel(v.band);
-    }
-    ws.update().reorder(v.d, oi, ki, ko, oo, v.band, v.h, v.b).vectorize(v.d, vec, TailStrategy::GuardWithIf);
-    rs.update().reorder(oi, ki, ko, oo, v.band, v.h, v.b).compute_with(ws.update(), ko);
+    BandSum sum{p.weighted_sum, p.row_sum, p.keys.x, ko, ki};
+    schedule_band_sum(sum, v, p.head_dim, vec, qt, kt, k["d_block"]);
+    p.weight.compute_at(sum.tile_level()).bound_extent(v.j, kt).bound_extent(v.i, qt).vectorize(v.j, vec);
+    schedule_score_tile(p.scores.dot, p.scores.rd, v.j, v.i, sum.tile_level(), kt, qt, vec);
 
-    p.weight.compute_at(ws, ko).vectorize(v.j, vec, TailStrategy::RoundUp);
-    p.scores.dot.compute_at(ws, ko).vectorize(v.j, vec, TailStrategy::RoundUp);
-    p.scores.dot.update()
-        .split(v.i, io, ii, qt, TailStrategy::RoundUp)
-        .reorder(v.j, ii, p.scores.rd.x, io)
-        .vectorize(v.j, vec, TailStrategy::RoundUp)
-        .unroll(ii);
-
-    // Outputs: T and D are arbitrary, so their edges are guarded.
-    p.y.split(v.t, to, ti, 16, TailStrategy::GuardWithIf)
-        .reorder(v.d, ti, v.h, to, v.b)
-        .vectorize(v.d, vec, TailStrategy::GuardWithIf)
-        .parallel(to);
+    schedule_token_output(p.y, v, vec);
     p.lse.vectorize(v.t, vec, TailStrategy::GuardWithIf).parallel(v.h);
 }
 

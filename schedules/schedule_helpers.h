@@ -1,0 +1,48 @@
+// Scheduling idioms shared by the GKA kernels' CPU schedules.
+#pragma once
+
+#include <vector>
+
+#include "../generators/gka_math.h"
+
+namespace gka {
+
+// A copy of `f` (d, h, t, b) for `consumers`, stored with tokens innermost, so a
+// block of tokens loads as vectors.
+void transpose_tokens(Halide::Func f, const std::vector<Halide::Func> &consumers, int vec);
+
+// A copy of `f` (d, h, t, b) for `consumers`, stored head by head, so the
+// features of consecutive tokens of a head are adjacent.
+void head_major_copy(Halide::Func f, const std::vector<Halide::Func> &consumers, int vec);
+
+void schedule_sqnorm(Scores &s, const Vars &v, int vec);
+
+// A reduction over a band's window (Mask): `sum` (d, offset, band, h, b) and its
+// scalar companion `stats` (offset, band, h, b), both updated over `window`.
+struct BandSum {
+    Halide::Func sum, stats;
+    Halide::RVar window;
+    Halide::RVar block, in_block;  // names for the window's blocks
+    Halide::Var micro_block{"oo"};   // pair tiles are computed per micro-block: tile_level()
+    Halide::LoopLevel tile_level() const { return Halide::LoopLevel(sum, micro_block); }
+};
+
+// The window goes by blocks of `block` elements; in each, every micro-block of
+// `tile` band offsets (pair tiles are computed per micro-block, at `tile_level`)
+// accumulates d_block x tile values (vectorized over d) in registers across the
+// block. A block is thus read once per band, from cache. Specialized to unrolled
+// loops for common head dims.
+void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int block,
+                       int d_block);
+
+// A GEMM tile f(lanes, across) += a(rd, lanes) * b(rd, across), computed per
+// window block at `at`: vectorized over `lanes` (lane_extent of them) and
+// unrolled over `across` (across_extent), the head dim outermost.
+void schedule_score_tile(Halide::Func f, const Halide::RDom &rd, const Halide::Var &lanes,
+                         const Halide::Var &across, const Halide::LoopLevel &at, int lane_extent,
+                         int across_extent, int vec);
+
+// An output (d, h, t, b): blocks of tokens in parallel, vectorized over d.
+void schedule_token_output(Halide::Func out, const Vars &v, int vec);
+
+}  // namespace gka
