@@ -5,16 +5,23 @@ set(GKA_TARGET_generic x86-64-linux-sse41)
 set(GKA_TARGET_avx2 x86-64-linux-sse41-avx-f16c-fma-avx2)
 set(GKA_TARGET_avx512 x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake)
 set(GKA_KERNELS gka_forward gka_backward)
+# Head dims compiled with constant loops; "any" serves every other head dim.
+set(GKA_HEAD_DIMS 64 128 any)
 
-# gka_add_kernel(<kernel> <family> [KNOBS name=value,...]) defines the static
-# library <kernel>_<family>, whose function is also named <kernel>_<family>,
-# with its STMT and assembly beside it for review.
-function(gka_add_kernel kernel family)
+# gka_add_kernel(<kernel> <family> <head_dim> [KNOBS name=value,...]) defines
+# the static library <kernel>_<family>_d<head_dim> (or _any), whose function has
+# the same name, with its STMT and assembly beside it for review.
+function(gka_add_kernel kernel family head_dim)
     cmake_parse_arguments(arg "" "KNOBS" "" ${ARGN})
-    set(name ${kernel}_${family})
-    set(params "")
+    if (head_dim STREQUAL "any")
+        set(name ${kernel}_${family}_any)
+        set(params PARAMS head_dim=0)
+    else ()
+        set(name ${kernel}_${family}_d${head_dim})
+        set(params PARAMS head_dim=${head_dim})
+    endif ()
     if (arg_KNOBS)
-        set(params PARAMS knobs=${arg_KNOBS})
+        list(APPEND params knobs=${arg_KNOBS})
     endif ()
     add_halide_library(
         ${name} FROM gka.generator
@@ -26,4 +33,5 @@ function(gka_add_kernel kernel family)
         ASSEMBLY ${name}_asm
         ${params}
     )
+    set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
 endfunction()

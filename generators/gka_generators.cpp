@@ -31,6 +31,8 @@ public:
     // Overrides of the schedule's knobs, "name=value,..."; empty means the tuned
     // values for the target (schedules/).
     GeneratorParam<std::string> knobs{"knobs", ""};
+    // A head dim fixed at compile time (constant loops, no edge guards); 0 = any.
+    GeneratorParam<int> fixed_head_dim{"head_dim", 0};
 
     Input<Buffer<float, 4>> x{"x"};          // (d, h, t, b)
     Input<Buffer<float, 1>> sigma{"sigma"};  // (h)
@@ -40,7 +42,8 @@ public:
     Output<Buffer<float, 3>> lse{"lse"};     // (t, h, b)
 
     void generate() {
-        const Expr head_dim = x.dim(0).extent(), heads = x.dim(1).extent();
+        const Expr head_dim = fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
+        const Expr heads = x.dim(1).extent();
         const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
 
         const gka::Knobs k = gka::forward_knobs(get_target(), knobs);
@@ -58,6 +61,7 @@ public:
 class GkaBackward : public Generator<GkaBackward> {
 public:
     GeneratorParam<std::string> knobs{"knobs", ""};
+    GeneratorParam<int> fixed_head_dim{"head_dim", 0};
 
     Input<Buffer<float, 4>> x{"x"};          // (d, h, t, b)
     Input<Buffer<float, 1>> sigma{"sigma"};  // (h)
@@ -70,7 +74,8 @@ public:
     Output<Buffer<float, 1>> dsigma{"dsigma"};  // (h)
 
     void generate() {
-        const Expr head_dim = x.dim(0).extent(), heads = x.dim(1).extent();
+        const Expr head_dim = fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
+        const Expr heads = x.dim(1).extent();
         const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
 
         const gka::Knobs k = gka::backward_knobs(get_target(), knobs);

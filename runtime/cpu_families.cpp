@@ -2,12 +2,7 @@
 
 #include <cstring>
 
-#include "gka_backward_avx2.h"
-#include "gka_backward_avx512.h"
-#include "gka_backward_generic.h"
-#include "gka_forward_avx2.h"
-#include "gka_forward_avx512.h"
-#include "gka_forward_generic.h"
+#include "gka_kernel_headers.h"
 
 namespace gka {
 namespace {
@@ -23,10 +18,20 @@ bool has_avx2_fma() {
 }
 bool has_sse41() { return __builtin_cpu_supports("sse4.1"); }
 
+// The head dims of GKA_HEAD_DIMS (cmake/GkaKernels.cmake).
+#define GKA_FAMILY(family, supported)                                               \
+    {                                                                               \
+        #family, supported, {                                                       \
+            {64, gka_forward_##family##_d64, gka_backward_##family##_d64},          \
+            {128, gka_forward_##family##_d128, gka_backward_##family##_d128},       \
+            {0, gka_forward_##family##_any, gka_backward_##family##_any},           \
+        }                                                                           \
+    }
+
 const CpuFamily families[] = {
-    {"avx512", has_avx512_skylake, gka_forward_avx512, gka_backward_avx512},
-    {"avx2", has_avx2_fma, gka_forward_avx2, gka_backward_avx2},
-    {"generic", has_sse41, gka_forward_generic, gka_backward_generic},
+    GKA_FAMILY(avx512, has_avx512_skylake),
+    GKA_FAMILY(avx2, has_avx2_fma),
+    GKA_FAMILY(generic, has_sse41),
 };
 
 }  // namespace

@@ -11,11 +11,24 @@ using BackwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halid
                                halide_buffer_t *lse, halide_buffer_t *dy, int32_t left, int32_t right,
                                halide_buffer_t *dx, halide_buffer_t *dsigma);
 
+// The kernels of one family compiled for one head dim (0: any head dim).
+struct Kernels {
+    int head_dim;
+    ForwardKernel forward;
+    BackwardKernel backward;
+};
+
 struct CpuFamily {
     const char *name;
     bool (*host_supports)();
-    ForwardKernel forward;
-    BackwardKernel backward;
+    Kernels kernels[3];  // fixed head dims first, then "any"
+
+    const Kernels &for_head_dim(int64_t head_dim) const {
+        for (const Kernels &k : kernels) {
+            if (k.head_dim == head_dim || k.head_dim == 0) return k;
+        }
+        return kernels[2];
+    }
 };
 
 // Best first.

@@ -159,7 +159,7 @@ gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const
     auto xb = features(x, shape), yb = features(y, shape);
     auto sb = per_head(sigma, shape);
     auto lb = rows(lse, shape);
-    int code = f->forward(xb, sb, clamp_span(window.left, shape.seq_len), clamp_span(window.right, shape.seq_len),
+    int code = f->for_head_dim(shape.head_dim).forward(xb, sb, clamp_span(window.left, shape.seq_len), clamp_span(window.right, shape.seq_len),
                           yb, lb);
     return from_halide(code, "gka_forward", f);
 }
@@ -178,7 +178,7 @@ gka_status gka_backward(gka_shape shape, gka_window window, const float *x, cons
     auto xb = features(x, shape), yb = features(y, shape), dyb = features(dy, shape), dxb = features(dx, shape);
     auto sb = per_head(sigma, shape), dsb = per_head(dsigma, shape);
     auto lb = rows(lse, shape);
-    int code = f->backward(xb, sb, yb, lb, dyb, clamp_span(window.left, shape.seq_len),
+    int code = f->for_head_dim(shape.head_dim).backward(xb, sb, yb, lb, dyb, clamp_span(window.left, shape.seq_len),
                            clamp_span(window.right, shape.seq_len), dxb, dsb);
     return from_halide(code, "gka_backward", f);
 }
