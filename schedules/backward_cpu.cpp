@@ -72,7 +72,8 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
         PairTerms &t = p.by_key;
         const LoopLevel at = sum.tile_level();
         for (Func f : {t.dscore, t.prob}) {
-            f.compute_at(at).bound_extent(v.i, qb).bound_extent(v.j, kt).vectorize(v.i, vec);
+            f.compute_at(at).bound_extent(v.i, qb).bound_extent(v.j, kt).reorder_storage(v.i, v.j).reorder(v.i, v.j)
+                .vectorize(v.i, vec);
         }
         schedule_score_tile(t.scores.dot, t.scores.rd, v.i, v.j, at, qb, kt, vec);
         schedule_score_tile(t.dprob, t.scores.rd, v.i, v.j, at, qb, kt, vec);

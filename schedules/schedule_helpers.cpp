@@ -59,7 +59,11 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
 
 void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &across, const LoopLevel &at,
                          int lane_extent, int across_extent, int vec) {
-    f.compute_at(at).bound_extent(lanes, lane_extent).bound_extent(across, across_extent).vectorize(lanes, vec);
+    f.compute_at(at)
+        .bound_extent(lanes, lane_extent)
+        .bound_extent(across, across_extent)
+        .reorder_storage(lanes, across)
+        .vectorize(lanes, vec);
     f.update().reorder(lanes, across, rd.x).vectorize(lanes, vec).unroll(lanes).unroll(across);
 }
 
