@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
-.PHONY: all setup configure build demo test install bench report clean
+.PHONY: all setup configure build demo test install bench bench-full clean
 
 all: build
 
@@ -33,6 +33,14 @@ test: build
 
 install: build
 	@$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
+
+# Benchmarks and their report (build/report/report.md and PNG plots). `bench` is
+# the quick mode (minutes), `bench-full` the whole suite (much longer).
+bench: build
+	@$(VENV)/bin/python bench/report.py --quick --out $(BUILD)/report
+
+bench-full: build
+	@$(VENV)/bin/python bench/report.py --out $(BUILD)/report
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,175 @@
+// GKA kernels per CPU family against the yardsticks of the same run.
+//   gka_bench [--quick | --smoke] [Google Benchmark flags]
+// Default (full): T in {512 .. 16384}, D in {64, 128}, windows full, causal and
+// (255, 0), forward, backward and both, every family this host runs. --quick is
+// a subset sized for CI-like runs; --smoke proves the suite works in seconds.
+// Counters (rates): GFLOP by GKA.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
+// and pairs/s. Benchmarks measure; they assert nothing.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gka/gka.h"
+#include "reference.h"
+#include "yardsticks.h"
+
+namespace {
+
+using benchmark::Counter;
+
+struct Mode {
+    std::vector<int64_t> seq_lens, head_dims;
+    std::vector<std::pair<std::string, gka_window>> windows;
+    std::vector<std::string> passes;
+    std::vector<std::string> families;       // empty: every runnable family
+    int64_t slow_family_max_seq_len;         // generic and avx2 stop here (they are slow)
+    int64_t sgemm_size, unfused_max_seq_len, naive_seq_len;
+};
+
+const std::pair<std::string, gka_window> full{"full", {-1, -1}}, causal{"causal", {-1, 0}}, w255{"w255", {255, 0}};
+
+Mode full_mode() {
+    return {{512, 1024, 2048, 4096, 8192, 16384}, {64, 128}, {full, causal, w255}, {"fwd", "bwd", "fwdbwd"}, {},
+            16384, 2048, 4096, 512};
+}
+Mode quick_mode() {
+    return {{1024, 4096, 16384}, {64, 128}, {causal, w255}, {"fwd", "bwd"}, {}, 1024, 2048, 4096, 512};
+}
+Mode smoke_mode() { return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64}; }
+
+struct Data {
+    gka_shape shape;
+    std::vector<float> x, sigma, dy, y, lse, dx, dsigma;
+    explicit Data(gka_shape s) : shape(s) {
+        const int64_t n = s.batch * s.seq_len * s.heads * s.head_dim;
+        std::mt19937 rng(1);
+        std::normal_distribution<float> normal;
+        for (auto *v : {&x, &dy, &y, &dx}) v->resize(n);
+        for (int64_t k = 0; k < n; k++) x[k] = normal(rng) / 8, dy[k] = normal(rng);
+        sigma.assign(s.heads, 1.0f);
+        dsigma.resize(s.heads);
+        lse.resize(s.batch * s.heads * s.seq_len);
+    }
+};
+
+void check(gka_status s) {
+    if (s != GKA_OK) throw std::runtime_error(std::string("gka: ") + gka_last_error());
+}
+
+void gka_case(benchmark::State &state, std::string family, std::string pass, gka_window w, gka_shape shape) {
+    if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
+        state.SkipWithError(gka_last_error());
+        return;
+    }
+    Data d(shape);
+    check(gka_forward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
+    const bool fwd = pass != "bwd", bwd = pass != "fwd";
+    for (auto _ : state) {
+        if (fwd) check(gka_forward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
+        if (bwd) {
+            check(gka_backward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data(), d.dy.data(),
+                               d.dx.data(), d.dsigma.data()));
+        }
+    }
+    const double pairs = double(gka_ref::allowed_pairs(shape, w));
+    const double flops = (fwd ? 4.0 : 0.0) * shape.head_dim * pairs + (bwd ? 10.0 : 0.0) * shape.head_dim * pairs;
+    state.counters["GFLOP"] = Counter(flops * 1e-9, Counter::kIsIterationInvariantRate);
+    state.counters["pairs"] = Counter(pairs, Counter::kIsIterationInvariantRate);
+    state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
+}
+
+void sgemm_case(benchmark::State &state, int64_t m, int64_t n, int64_t k) {
+    std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f), c(m * n);
+    for (auto _ : state) gka_bench::sgemm(m, n, k, a.data(), b.data(), c.data());
+    state.counters["GFLOP"] = Counter(2.0 * m * n * k * 1e-9, Counter::kIsIterationInvariantRate);
+}
+
+void unfused_case(benchmark::State &state, gka_window w, gka_shape shape) {
+    Data d(shape);
+    gka_bench::UnfusedForward unfused(shape);
+    for (auto _ : state) unfused.run(w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data());
+    const double pairs = double(gka_ref::allowed_pairs(shape, w));
+    state.counters["GFLOP"] = Counter(4.0 * shape.head_dim * pairs * 1e-9, Counter::kIsIterationInvariantRate);
+}
+
+void naive_case(benchmark::State &state, gka_window w, gka_shape shape) {
+    gka_ref::Problem p = gka_ref::make_problem(shape, w, std::vector<float>(shape.heads, 1.0f), 1.0, 1);
+    for (auto _ : state) benchmark::DoNotOptimize(gka_ref::forward(p));
+    const double pairs = double(gka_ref::allowed_pairs(shape, w));
+    state.counters["GFLOP"] = Counter(4.0 * shape.head_dim * pairs * 1e-9, Counter::kIsIterationInvariantRate);
+}
+
+void register_all(const Mode &m) {
+    std::vector<std::string> families = m.families;
+    if (families.empty()) {
+        for (const char *f : {"avx512", "avx2", "generic"})
+            if (gka_cpu_family_supported(f)) families.push_back(f);
+    }
+    const std::string best = families.front();
+    for (const std::string &family : families)
+        for (const std::string &pass : m.passes)
+            for (const auto &[wname, w] : m.windows)
+                for (int64_t D : m.head_dims)
+                    for (int64_t T : m.seq_lens) {
+                        if (family != best && T > m.slow_family_max_seq_len) continue;
+                        const std::string name = "gka/" + family + "/" + pass + "/" + wname +
+                                                 "/D=" + std::to_string(D) + "/T=" + std::to_string(T);
+                        benchmark::RegisterBenchmark(name.c_str(), gka_case, family, pass, w, gka_shape{1, T, 8, D})
+                            ->UseRealTime()
+                            ->Unit(benchmark::kMillisecond);
+                    }
+    const int64_t n = m.sgemm_size;
+    benchmark::RegisterBenchmark(("sgemm/" + std::to_string(n) + "^3").c_str(), sgemm_case, n, n, n)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    for (int64_t D : m.head_dims)
+        for (int64_t T : m.seq_lens) {
+            if (T > m.unfused_max_seq_len) continue;
+            const std::string shape = "/D=" + std::to_string(D) + "/T=" + std::to_string(T);
+            // The attention-shaped products: S = X X^T (T x T x D) and Y = P X (T x D x T).
+            benchmark::RegisterBenchmark(("sgemm/TxTxD" + shape).c_str(), sgemm_case, T, T, D)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(("sgemm/TxDxT" + shape).c_str(), sgemm_case, T, D, T)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+            for (const auto &[wname, w] : m.windows) {
+                benchmark::RegisterBenchmark(("unfused_blas/fwd/" + wname + shape).c_str(), unfused_case, w,
+                                             gka_shape{1, T, 8, D})
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+            }
+        }
+    benchmark::RegisterBenchmark(("naive_reference/fwd/causal/D=64/T=" + std::to_string(m.naive_seq_len)).c_str(),
+                                 naive_case, causal.second, gka_shape{1, m.naive_seq_len, 1, 64})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Mode mode = full_mode();
+    std::vector<char *> args;
+    for (int k = 0; k < argc; k++) {
+        if (std::strcmp(argv[k], "--quick") == 0) {
+            mode = quick_mode();
+        } else if (std::strcmp(argv[k], "--smoke") == 0) {
+            mode = smoke_mode();
+        } else {
+            args.push_back(argv[k]);
+        }
+    }
+    int n = int(args.size());
+    benchmark::Initialize(&n, args.data());
+    if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+    register_all(mode);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Runs the benchmark suite and writes a markdown report and PNG plots.
+
+    report.py [--quick | --smoke] [--repetitions N] [--out DIR] [--bench PATH]
+
+Every figure is the median of N repetitions; ratios are taken between
+benchmarks of the same run (the machine is shared and noisy).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+NAME = re.compile(r"^gka/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/T=(?P<T>\d+)")
+
+
+def run_suite(args):
+    os.makedirs(args.out, exist_ok=True)
+    out_json = os.path.join(args.out, "bench.json")
+    cmd = [args.bench, f"--benchmark_repetitions={args.repetitions}", "--benchmark_report_aggregates_only=true",
+           f"--benchmark_out={out_json}", "--benchmark_out_format=json"]
+    if args.mode != "full":
+        cmd.insert(1, f"--{args.mode}")
+    print("report: running", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    return out_json
+
+
+def load_medians(path):
+    with open(path) as f:
+        data = json.load(f)
+    medians = {}
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"].replace("/real_time", "")
+        medians[name] = {"time_ms": b["real_time"], "gflops": b.get("GFLOP", 0.0),
+                         "pairs": b.get("pairs", 0.0)}
+    return data["context"], medians
+
+
+def gka_rows(medians):
+    rows = defaultdict(dict)  # (family, pass, window, D) -> {T: entry}
+    for name, m in medians.items():
+        g = NAME.match(name)
+        if g:
+            rows[(g["family"], g["pass_"], g["window"], int(g["D"]))][int(g["T"])] = m
+    return rows
+
+
+def sgemm_yardstick(medians):
+    for name, m in medians.items():
+        if re.match(r"^sgemm/\d+\^3$", name):
+            return name, m["gflops"]
+    sys.exit("report: the sgemm yardstick is missing from the run")
+
+
+def targets(medians, rows, sgemm):
+    """The issue's targets (AVX-512 family), each with its measured value."""
+    lines = []
+
+    def g(family, p, w, D, T):
+        return rows.get((family, p, w, D), {}).get(T)
+
+    best = next((f for f in ("avx512", "avx2", "generic") if any(k[0] == f for k in rows)), None)
+    for D in (64, 128):
+        for p, goal in (("fwd", 0.85), ("bwd", 0.60)):
+            e = g(best, p, "causal", D, 4096)
+            if e:
+                r = e["gflops"] / sgemm
+                lines.append((f"{p} causal T=4096 H=8 D={D}: GFLOP/s / sgemm", f">= {goal}", f"{e['gflops']:.1f} / {sgemm:.1f} = {r:.2f}", r >= goal))
+    for D in (64, 128):
+        a, b = g(best, "fwd", "w255", D, 4096), g(best, "fwd", "w255", D, 16384)
+        if a and b:
+            r = b["time_ms"] / a["time_ms"]
+            lines.append((f"fwd (255,0) D={D}: time(T=16384) / time(T=4096)", "<= 4.4", f"{r:.2f}", r <= 4.4))
+        c = g(best, "fwd", "causal", D, 16384) or g(best, "fwd", "causal", D, 4096)
+        w = g(best, "fwd", "w255", D, 16384) or g(best, "fwd", "w255", D, 4096)
+        if c and w:
+            r = w["pairs"] / c["pairs"]
+            lines.append((f"fwd (255,0) D={D}: pairs/s / causal pairs/s", ">= 0.7", f"{r:.2f}", r >= 0.7))
+    for D in (64, 128):
+        u = medians.get(f"unfused_blas/fwd/causal/D={D}/T=4096")
+        e = g(best, "fwd", "causal", D, 4096)
+        if u and e:
+            r = u["time_ms"] / e["time_ms"]
+            lines.append((f"fwd causal T=4096 D={D}: speed-up over unfused BLAS", ">= 3", f"{r:.2f}", r >= 3))
+    return best, lines
+
+
+def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target_lines):
+    with open(path, "w") as f:
+        f.write("# GKA benchmark report\n\n")
+        f.write(f"Host: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs at "
+                f"{context.get('mhz_per_cpu', '?')} MHz; B=1, H=8; medians of the run's repetitions.\n")
+        f.write(f"Yardstick: {sgemm_name} (OpenBLAS) = {sgemm:.1f} GFLOP/s in the same run.\n\n")
+        f.write("## Targets (best family: %s)\n\n| target | goal | measured | met |\n| --- | --- | --- | --- |\n" % best)
+        for name, goal, value, met in target_lines:
+            f.write(f"| {name} | {goal} | {value} | {'yes' if met else 'NO'} |\n")
+        seq_lens = sorted({T for r in rows.values() for T in r})
+        f.write("\n## GKA kernels: GFLOP/s (ratio to sgemm)\n\n")
+        f.write("| family | pass | window | D | " + " | ".join(f"T={T}" for T in seq_lens) + " |\n")
+        f.write("| --- " * (4 + len(seq_lens)) + "|\n")
+        for key in sorted(rows):
+            cells = []
+            for T in seq_lens:
+                e = rows[key].get(T)
+                cells.append(f"{e['gflops']:.1f} ({e['gflops'] / sgemm:.2f})" if e else "")
+            f.write("| " + " | ".join(str(k) for k in key) + " | " + " | ".join(cells) + " |\n")
+        f.write("\n## Yardsticks\n\n| benchmark | time (ms) | GFLOP/s |\n| --- | --- | --- |\n")
+        for name in sorted(medians):
+            if not name.startswith("gka/"):
+                f.write(f"| {name} | {medians[name]['time_ms']:.3f} | {medians[name]['gflops']:.1f} |\n")
+        families = sorted({k[0] for k in rows})
+        if len(families) > 1:
+            f.write("\n## Families relative to the best\n\n| family | pass | window | D | T | GFLOP/s | / best | / sgemm |\n")
+            f.write("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+            for key in sorted(rows):
+                for T, e in sorted(rows[key].items()):
+                    ref = rows.get((best,) + key[1:], {}).get(T)
+                    if ref:
+                        f.write(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {T} | {e['gflops']:.1f} | "
+                                f"{e['gflops'] / ref['gflops']:.2f} | {e['gflops'] / sgemm:.2f} |\n")
+
+
+def plot(out, rows, sgemm):
+    for D in sorted({k[3] for k in rows}):
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for key in sorted(rows):
+            if key[3] != D:
+                continue
+            Ts = sorted(rows[key])
+            gf = [rows[key][T]["gflops"] for T in Ts]
+            label = f"{key[0]} {key[1]} {key[2]}"
+            axes[0].plot(Ts, gf, marker="o", label=label)
+            axes[1].plot(Ts, [x / sgemm for x in gf], marker="o", label=label)
+        axes[0].axhline(sgemm, color="black", linestyle="--", label="sgemm 2048^3")
+        axes[1].axhline(1.0, color="black", linestyle="--")
+        for ax, ylabel in zip(axes, ("GFLOP/s (GKA.md accounting)", "ratio to sgemm")):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("T")
+            ax.set_ylabel(ylabel)
+            ax.grid(True, alpha=0.3)
+        axes[0].legend(fontsize=6, ncol=2)
+        fig.suptitle(f"GKA kernels, B=1 H=8 D={D}")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, f"gflops_D{D}.png"), dpi=110)
+        plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick")
+    mode.add_argument("--smoke", dest="mode", action="store_const", const="smoke")
+    ap.set_defaults(mode="full")
+    ap.add_argument("--repetitions", type=int, default=3)
+    ap.add_argument("--out", default="build/report")
+    ap.add_argument("--bench", default="build/bench/gka_bench")
+    ap.add_argument("--json", help="report on an existing JSON instead of running the suite")
+    args = ap.parse_args()
+
+    path = args.json or run_suite(args)
+    context, medians = load_medians(path)
+    rows = gka_rows(medians)
+    sgemm_name, sgemm = sgemm_yardstick(medians)
+    best, target_lines = targets(medians, rows, sgemm)
+    md = os.path.join(args.out, "report.md")
+    os.makedirs(args.out, exist_ok=True)
+    write_markdown(md, context, medians, rows, sgemm_name, sgemm, best, target_lines)
+    plot(args.out, rows, sgemm)
+    print(f"report: wrote {md} and {args.out}/gflops_D*.png")
+
+
+if __name__ == "__main__":
+    main()
