@@ -8,7 +8,7 @@ set(GKA_KERNELS gka_forward gka_backward)
 # Head dims compiled with constant loops; "any" serves every other head dim.
 set(GKA_HEAD_DIMS 64 128 any)
 
-# gka_add_kernel(<kernel> <family> <head_dim> [KNOBS name=value,...]) defines
+# gka_add_kernel(<kernel> <family> <head_dim> [KNOBS name:value,...]) defines
 # the static library <kernel>_<family>_d<head_dim> (or _any), whose function has
 # the same name, with its STMT and assembly beside it for review.
 function(gka_add_kernel kernel family head_dim)

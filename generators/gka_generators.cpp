@@ -28,7 +28,7 @@ void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &ba
 
 class GkaForward : public Generator<GkaForward> {
 public:
-    // Overrides of the schedule's knobs, "name=value,..."; empty means the tuned
+    // Overrides of the schedule's knobs, "name:value,..."; empty means the tuned
     // values for the target (schedules/).
     GeneratorParam<std::string> knobs{"knobs", ""};
     // A head dim fixed at compile time (constant loops, no edge guards); 0 = any.

@@ -24,10 +24,10 @@ Knobs backward_knobs(const Target &target, const std::string &overrides) {
             return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_block", 64}, {"key_tile", 6},
                           {"query_block", 64}, {"d_block", 64}});
         case Family::Avx2:
-            return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 4}, {"key_block", 32}, {"key_tile", 4},
+            return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 3}, {"key_block", 32}, {"key_tile", 3},
                           {"query_block", 32}, {"d_block", 32}});
         default:
-            return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 4}, {"key_block", 16}, {"key_tile", 4},
+            return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 3}, {"key_block", 16}, {"key_tile", 3},
                           {"query_block", 16}, {"d_block", 16}});
         }
     }();

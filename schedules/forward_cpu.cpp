@@ -17,12 +17,14 @@ using namespace Halide;
 Knobs forward_knobs(const Target &target, const std::string &overrides) {
     Knobs k = [&] {
         switch (family_of(target)) {
+        // 32 vector registers: 24 accumulators (6 queries x 4 vectors) in each GEMM.
         case Family::Avx512:
             return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_tile", 64}, {"d_block", 64}});
+        // 16 vector registers: 12 accumulators (3 queries x 4 vectors) in each GEMM.
         case Family::Avx2:
-            return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 4}, {"key_tile", 32}, {"d_block", 32}});
+            return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 3}, {"key_tile", 32}, {"d_block", 32}});
         default:
-            return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 4}, {"key_tile", 16}, {"d_block", 16}});
+            return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 3}, {"key_tile", 16}, {"d_block", 16}});
         }
     }();
     k.override_with(overrides);

@@ -1,6 +1,6 @@
 // A schedule's tunable values, by name. Each schedule starts from its family's
-// tuned values (schedules/tuned/*.h) and takes overrides as "name=value,..."
-// (the generators' `knobs` GeneratorParam, which the autotuner sets).
+// values and takes overrides as "name:value,..." (the generators' `knobs`
+// GeneratorParam; ':' because the generator command line reserves '=').
 #pragma once
 
 #include <map>
@@ -31,14 +31,14 @@ public:
         return it->second;
     }
 
-    // Applies "name=value,..."; a name the schedule does not have is an error,
+    // Applies "name:value,..."; a name the schedule does not have is an error,
     // never silently ignored.
     Knobs &override_with(const std::string &spec) {
         std::stringstream in(spec);
         std::string item;
         while (std::getline(in, item, ',')) {
             if (item.empty()) continue;
-            auto eq = item.find('=');
+            auto eq = item.find(':');
             const std::string name = item.substr(0, eq);
             if (eq == std::string::npos || !values_.count(name)) {
                 throw std::invalid_argument("gka schedule: bad knob override '" + item + "' (knobs: " + str() + ")");
@@ -50,7 +50,7 @@ public:
 
     std::string str() const {
         std::string s;
-        for (const auto &[name, value] : values_) s += (s.empty() ? "" : ",") + name + "=" + std::to_string(value);
+        for (const auto &[name, value] : values_) s += (s.empty() ? "" : ",") + name + ":" + std::to_string(value);
         return s;
     }
 

@@ -7,10 +7,16 @@ using namespace Halide;
 void transpose_tokens(Func f, const std::vector<Func> &consumers, int vec) {
     Func copy = f.in(consumers);
     std::vector<Var> a = copy.args();  // (d, h, t, b)
+    Var ti("ti"), di("di");
+    // Square tiles, vectorized over tokens and unrolled over d, become dense
+    // loads and in-register transposes instead of gathers.
     copy.compute_root()
         .reorder_storage(a[2], a[0], a[1], a[3])
-        .reorder(a[2], a[0], a[1], a[3])
-        .vectorize(a[2], vec, TailStrategy::RoundUp)
+        .split(a[2], a[2], ti, vec, TailStrategy::RoundUp)
+        .split(a[0], a[0], di, vec, TailStrategy::GuardWithIf)  // any head dim: guard, never read past D
+        .reorder(ti, di, a[2], a[0], a[1], a[3])
+        .vectorize(ti)
+        .unroll(di)
         .parallel(a[3]);
 }
 

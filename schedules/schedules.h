@@ -12,7 +12,7 @@
 namespace gka {
 
 // The forward's knobs for `target`: the tuned values, then `overrides`
-// ("name=value,...", from the generator's `knobs` parameter).
+// ("name:value,...", from the generator's `knobs` parameter).
 Knobs forward_knobs(const Halide::Target &target, const std::string &overrides);
 void schedule_forward(ForwardPipeline &p, const Knobs &k, const Halide::Target &target);
 
