@@ -26,11 +26,11 @@ struct BackwardPipeline {
     Func delta{"delta"};            // Dl_i = dy_i . y_i                         (t, h, b)
     PairTerms by_query, by_key;     // the pair terms of each direction
 
-    RDom keys;                      // the keys of a query band (Mask::first_key)
+    RDom keys;                      // the keys of a query band (Mask::key_in_window)
     Func query_sum{"query_sum"};    // sum_j dS_ij x_j                 (d, offset, band, h, b)
     Func query_stats{"query_stats"};  // {sum_j dS_ij, sum_j dS_ij s_ij}  (offset, band, h, b)
 
-    RDom queries;                   // the queries of a key band (Mask::first_query)
+    RDom queries;                   // the queries of a key band (Mask::query_in_window)
     Func key_sum{"key_sum"};        // sum_i dS_ij x_i / sigma^2 + P_ij dy_i   (d, offset, band, h, b)
     Func key_stats{"key_stats"};    // sum_i dS_ij                      (offset, band, h, b)
 
@@ -47,7 +47,7 @@ inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *d
     const RDom &rd = t.scores.rd;
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
         p.mask.allowed(v.i, v.j), Halide::exp(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
-    t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * p.x(rd, v.h, v.j, v.b);
+    t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * t.scores.key_features(rd, v.h, v.j, v.b);
     t.dscore(v.j, v.i, v.h, v.b) = t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b));
     return t;
 }
@@ -69,11 +69,10 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
     const Expr inv_var = 2.0f * p.by_query.scores.inv_two_var(v.h);
 
     // Query direction: the keys of each query band.
-    p.keys = RDom(0, mask.window_extent(), "k");
+    p.keys = mask.window("k");
     {
-        const Expr query = v.band * mask.band_size + v.offset;
-        const Expr key = mask.first_key(v.band) + p.keys;
-        p.keys.where(key <= mask.last_key(v.band));
+        const Expr query = mask.token(v.band, v.offset);
+        const Expr key = mask.key_in_window(p.keys, v.band);
         const PairTerms &t = p.by_query;
         const Expr ds = t.dscore(key, query, v.h, v.b);
         p.query_sum(v.d, v.offset, v.band, v.h, v.b) += ds * p.x(v.d, v.h, key, v.b);
@@ -83,11 +82,10 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
                                                          ds * t.scores.score(key, query, v.h, v.b)};
     }
     // Key direction: the queries of each key band.
-    p.queries = RDom(0, mask.window_extent(), "q");
+    p.queries = mask.window("q");
     {
-        const Expr key = v.band * mask.band_size + v.offset;
-        const Expr query = mask.first_query(v.band) + p.queries;
-        p.queries.where(query <= mask.last_query(v.band));
+        const Expr key = mask.token(v.band, v.offset);
+        const Expr query = mask.query_in_window(p.queries, v.band);
         const PairTerms &t = p.by_key;
         const Expr ds = t.dscore(key, query, v.h, v.b);
         p.key_sum(v.d, v.offset, v.band, v.h, v.b) +=

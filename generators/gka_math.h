@@ -46,21 +46,32 @@ struct Mask {
     }
     Expr window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
 
-    // The keys attended by the queries of `band` are first_key + r, r < window_extent(), up to last_key.
-    Expr first_key(const Expr &band) const { return Halide::max(band * band_size - left_span, 0); }
-    Expr last_key(const Expr &band) const {
-        return Halide::min(band * band_size + band_size - 1 + right_span, seq_len - 1);
+    Expr token(const Expr &band, const Expr &offset) const { return band * band_size + offset; }
+
+    // A domain over the window of a band, r in [0, window_extent()).
+    RDom window(const char *name) const { return RDom(0, window_extent(), name); }
+    // The r-th key attended by the queries of `band`; bounds `r` to the band's last key.
+    Expr key_in_window(RDom &r, const Expr &band) const {
+        return in_window(r, Halide::max(band * band_size - left_span, 0), band * band_size + band_size - 1 + right_span);
     }
-    // The queries attending the keys of `band` are first_query + r, up to last_query.
-    Expr first_query(const Expr &band) const { return Halide::max(band * band_size - right_span, 0); }
-    Expr last_query(const Expr &band) const {
-        return Halide::min(band * band_size + band_size - 1 + left_span, seq_len - 1);
+    // The r-th query attending the keys of `band`; bounds `r` to the band's last query.
+    Expr query_in_window(RDom &r, const Expr &band) const {
+        return in_window(r, Halide::max(band * band_size - right_span, 0), band * band_size + band_size - 1 + left_span);
+    }
+
+private:
+    Expr in_window(RDom &r, const Expr &first, const Expr &last) const {
+        r.where(first + r <= Halide::min(last, seq_len - 1));
+        return first + r;
     }
 };
 
 // The Funcs of the Gaussian scores s_ij = -|x_i - x_j|^2 / (2 sigma_h^2) for
 // features x (d, h, t, b) and bandwidths sigma (h).
 struct Scores {
+    // x seen as keys and as queries: the same features (no projections), named
+    // apart so that a schedule can lay out each side for its own access.
+    Func key_features{"key_features"}, query_features{"query_features"};  // (d, h, t, b)
     Func sqnorm{"sqnorm"};            // |x_t|^2                 (t, h, b)
     Func inv_two_var{"inv_two_var"};  // 1 / (2 sigma_h^2)       (h)
     Func dot{"dot"};                  // x_j . x_i               (j, i, h, b)
@@ -72,9 +83,11 @@ inline Scores gaussian_scores(Func x, Func sigma, Expr head_dim, const Vars &v) 
     Scores s;
     s.rd = RDom(0, head_dim, "rd");
     const RDom &rd = s.rd;
+    s.key_features(v.d, v.h, v.t, v.b) = x(v.d, v.h, v.t, v.b);
+    s.query_features(v.d, v.h, v.t, v.b) = x(v.d, v.h, v.t, v.b);
     s.sqnorm(v.t, v.h, v.b) += x(rd, v.h, v.t, v.b) * x(rd, v.h, v.t, v.b);
     s.inv_two_var(v.h) = 0.5f / (sigma(v.h) * sigma(v.h));
-    s.dot(v.j, v.i, v.h, v.b) += x(rd, v.h, v.j, v.b) * x(rd, v.h, v.i, v.b);
+    s.dot(v.j, v.i, v.h, v.b) += s.key_features(rd, v.h, v.j, v.b) * s.query_features(rd, v.h, v.i, v.b);
     // |x_i - x_j|^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j can round a hair below zero;
     // s_ij <= 0 is what keeps every exp(s_ij) in (0, 1].
     Expr sq_dist = s.sqnorm(v.i, v.h, v.b) + s.sqnorm(v.j, v.h, v.b) - 2.0f * s.dot(v.j, v.i, v.h, v.b);

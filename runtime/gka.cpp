@@ -12,6 +12,7 @@
 
 #include "HalideBuffer.h"
 #include "HalideRuntime.h"
+#include "block_cache.h"
 #include "cpu_families.h"
 
 namespace {
@@ -62,6 +63,7 @@ gka_status force_family(const char *name) {
 
 void initialize() {
     halide_set_error_handler(record_halide_error);
+    gka::install_block_cache();
     halide_set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
     if (const char *threads = std::getenv("GKA_NUM_THREADS")) {
         char *end = nullptr;

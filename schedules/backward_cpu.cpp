@@ -42,12 +42,6 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
     const int vec = k["vector"];
     const Vars &v = p.v;
 
-    transpose_tokens(p.x, {p.by_query.scores.dot, p.by_query.scores.sqnorm, p.by_query.dprob, p.by_key.scores.dot,
-                           p.by_key.scores.sqnorm, p.by_key.dprob},
-                     vec);
-    transpose_tokens(p.dy, {p.by_query.dprob, p.by_key.dprob}, vec);
-    head_major_copy(p.x, {p.query_sum, p.key_sum}, vec);
-    head_major_copy(p.dy, {p.key_sum}, vec);
     p.delta.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
     p.delta.update().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
     schedule_sqnorm(p.by_query.scores, v, vec);
@@ -58,6 +52,10 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
         const int qt = k["query_tile"], kb = k["key_block"];
         BandSum sum{p.query_sum, p.query_stats, p.keys.x, RVar("ko"), RVar("ki")};
         schedule_band_sum(sum, v, p.head_dim, vec, qt, kb, k["d_block"]);
+        // Per key block: keys transposed for the score and dP GEMMs, and their values.
+        block_copy(p.by_query.scores.key_features, {p.by_query.scores.dot, p.by_query.dprob}, sum.block_level(), true,
+                   vec);
+        block_copy(p.x, {sum.sum}, sum.block_level(), false, vec);
         PairTerms &t = p.by_query;
         const LoopLevel at = sum.tile_level();
         t.dscore.compute_at(at).bound_extent(v.j, kb).bound_extent(v.i, qt).vectorize(v.j, vec);
@@ -69,6 +67,11 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
         const int kt = k["key_tile"], qb = k["query_block"];
         BandSum sum{p.key_sum, p.key_stats, p.queries.x, RVar("qo"), RVar("qi")};
         schedule_band_sum(sum, v, p.head_dim, vec, kt, qb, k["d_block"]);
+        // Per query block: queries and their dy transposed for the GEMMs, and both as values.
+        block_copy(p.by_key.scores.query_features, {p.by_key.scores.dot}, sum.block_level(), true, vec);
+        block_copy(p.dy, {p.by_key.dprob}, sum.block_level(), true, vec);
+        block_copy(p.x, {sum.sum}, sum.block_level(), false, vec);
+        block_copy(p.dy, {sum.sum}, sum.block_level(), false, vec);
         PairTerms &t = p.by_key;
         const LoopLevel at = sum.tile_level();
         for (Func f : {t.dscore, t.prob}) {

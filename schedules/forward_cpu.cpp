@@ -37,12 +37,13 @@ void schedule_forward(ForwardPipeline &p, const Knobs &k, const Target &target) 
     const Vars &v = p.v;
     RVar ko("ko"), ki("ki");
 
-    transpose_tokens(p.x, {p.scores.dot, p.scores.sqnorm}, vec);
-    head_major_copy(p.x, {p.weighted_sum}, vec);
     schedule_sqnorm(p.scores, v, vec);
 
     BandSum sum{p.weighted_sum, p.row_sum, p.keys.x, ko, ki};
     schedule_band_sum(sum, v, p.head_dim, vec, qt, kt, k["d_block"]);
+    // Per key block: keys transposed for the score GEMM, and their values.
+    block_copy(p.scores.key_features, {p.scores.dot}, sum.block_level(), true, vec);
+    block_copy(p.x, {sum.sum}, sum.block_level(), false, vec);
     p.weight.compute_at(sum.tile_level()).bound_extent(v.j, kt).bound_extent(v.i, qt).vectorize(v.j, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.j, v.i, sum.tile_level(), kt, qt, vec);
 

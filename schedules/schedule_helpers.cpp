@@ -1,33 +1,28 @@
 #include "schedule_helpers.h"
 
+#include <optional>
+
 namespace gka {
 
 using namespace Halide;
 
-void transpose_tokens(Func f, const std::vector<Func> &consumers, int vec) {
+void block_copy(Func f, const std::vector<Func> &consumers, const LoopLevel &at, bool tokens_innermost, int vec) {
     Func copy = f.in(consumers);
     std::vector<Var> a = copy.args();  // (d, h, t, b)
-    Var ti("ti"), di("di");
-    // Square tiles, vectorized over tokens and unrolled over d, become dense
-    // loads and in-register transposes instead of gathers.
-    copy.compute_root()
-        .reorder_storage(a[2], a[0], a[1], a[3])
-        .split(a[2], a[2], ti, vec, TailStrategy::RoundUp)
-        .split(a[0], a[0], di, vec, TailStrategy::GuardWithIf)  // any head dim: guard, never read past D
-        .reorder(ti, di, a[2], a[0], a[1], a[3])
-        .vectorize(ti)
-        .unroll(di)
-        .parallel(a[3]);
-}
-
-void head_major_copy(Func f, const std::vector<Func> &consumers, int vec) {
-    Func copy = f.in(consumers);
-    std::vector<Var> a = copy.args();  // (d, h, t, b)
-    copy.compute_root()
-        .reorder_storage(a[0], a[2], a[1], a[3])
-        .reorder(a[0], a[2], a[1], a[3])
-        .vectorize(a[0], vec, TailStrategy::GuardWithIf)
-        .parallel(a[3]);
+    copy.compute_at(at);
+    if (tokens_innermost) {
+        // Square tiles, vectorized over tokens and unrolled over d, become dense
+        // loads and in-register transposes instead of gathers.
+        Var ti("ti"), di("di");
+        copy.reorder_storage(a[2], a[0], a[1], a[3])
+            .split(a[2], a[2], ti, vec, TailStrategy::RoundUp)
+            .split(a[0], a[0], di, vec, TailStrategy::GuardWithIf)  // any head dim: never read past D
+            .reorder(ti, di, a[2], a[0], a[1], a[3])
+            .vectorize(ti)
+            .unroll(di);
+    } else {
+        copy.reorder(a[0], a[2], a[1], a[3]).vectorize(a[0], vec, TailStrategy::GuardWithIf);
+    }
 }
 
 void schedule_sqnorm(Scores &s, const Vars &v, int vec) {
@@ -37,7 +32,7 @@ void schedule_sqnorm(Scores &s, const Vars &v, int vec) {
 
 void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int block, int d_block) {
     Var oo = s.micro_block, oi("oi"), dd("dd");
-    s.sum.compute_root().vectorize(v.d, vec).parallel(v.band);
+    s.sum.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.band);
     s.stats.compute_root().vectorize(v.offset, vec).parallel(v.band);
 
     Stage sum = s.sum.update(), stats = s.stats.update();
@@ -48,19 +43,25 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
             .parallel(v.band);
     }
     stats.reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b);
-    // Common head dims get constant, fully unrolled d loops; others guard the edge.
-    for (int D : {32, 64, 128}) {
-        const int db = std::min(D, d_block);
-        sum.specialize(head_dim == D)
-            .split(v.d, dd, v.d, db)
+    // A head dim fixed at compile time gets constant, fully unrolled d loops
+    // (and LLVM keeps the accumulators in registers); any other guards its edge.
+    const int D = constant_head_dim(head_dim), db = std::min(D, d_block);
+    if (D > 0 && D % db == 0 && db % vec == 0) {
+        sum.split(v.d, dd, v.d, db)
             .reorder(v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b)
             .vectorize(v.d, vec)
             .unroll(v.d);
+    } else {
+        sum.split(v.d, dd, v.d, d_block, TailStrategy::GuardWithIf)
+            .reorder(v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b)
+            .vectorize(v.d, vec, TailStrategy::GuardWithIf);
     }
-    sum.split(v.d, dd, v.d, d_block, TailStrategy::GuardWithIf)
-        .reorder(v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b)
-        .vectorize(v.d, vec, TailStrategy::GuardWithIf);
     stats.compute_with(sum, oo);
+}
+
+int constant_head_dim(const Expr &head_dim) {
+    const std::optional<int64_t> d = Internal::as_const_int(head_dim);
+    return d ? int(*d) : 0;
 }
 
 void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &across, const LoopLevel &at,

@@ -7,13 +7,13 @@
 
 namespace gka {
 
-// A copy of `f` (d, h, t, b) for `consumers`, stored with tokens innermost, so a
-// block of tokens loads as vectors.
-void transpose_tokens(Halide::Func f, const std::vector<Halide::Func> &consumers, int vec);
-
-// A copy of `f` (d, h, t, b) for `consumers`, stored head by head, so the
-// features of consecutive tokens of a head are adjacent.
-void head_major_copy(Halide::Func f, const std::vector<Halide::Func> &consumers, int vec);
+// A copy of the block of `f` (d, h, t, b) that `consumers` read in one
+// iteration of `at`: small, contiguous and reused from L1 by every micro-block,
+// where rows of the full tensor would be a large power of two apart and fall
+// into the same few cache sets. With tokens_innermost, it is stored transposed
+// so that consecutive tokens load as one vector.
+void block_copy(Halide::Func f, const std::vector<Halide::Func> &consumers, const Halide::LoopLevel &at,
+                bool tokens_innermost, int vec);
 
 void schedule_sqnorm(Scores &s, const Vars &v, int vec);
 
@@ -25,6 +25,7 @@ struct BandSum {
     Halide::RVar block, in_block;  // names for the window's blocks
     Halide::Var micro_block{"oo"};   // pair tiles are computed per micro-block: tile_level()
     Halide::LoopLevel tile_level() const { return Halide::LoopLevel(sum, micro_block); }
+    Halide::LoopLevel block_level() const { return Halide::LoopLevel(sum, block); }
 };
 
 // The window goes by blocks of `block` elements; in each, every micro-block of
@@ -34,6 +35,9 @@ struct BandSum {
 // loops for common head dims.
 void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int block,
                        int d_block);
+
+// The head dim if the generator fixed it at compile time, else 0.
+int constant_head_dim(const Halide::Expr &head_dim);
 
 // A GEMM tile f(lanes, across) += a(rd, lanes) * b(rd, across), computed per
 // window block at `at`: vectorized over `lanes` (lane_extent of them) and
