@@ -131,7 +131,12 @@ def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target
                                 f"{e['gflops'] / ref['gflops']:.2f} | {e['gflops'] / sgemm:.2f} |\n")
 
 
+FAMILY_STYLE = {"avx512": "-", "avx2": "--", "generic": ":"}
+
+
 def plot(out, rows, sgemm):
+    kinds = sorted({(k[1], k[2]) for k in rows})  # (pass, window): one color each
+    colors = {kind: f"C{n % 10}" for n, kind in enumerate(kinds)}
     for D in sorted({k[3] for k in rows}):
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
         for key in sorted(rows):
@@ -140,8 +145,9 @@ def plot(out, rows, sgemm):
             Ts = sorted(rows[key])
             gf = [rows[key][T]["gflops"] for T in Ts]
             label = f"{key[0]} {key[1]} {key[2]}"
-            axes[0].plot(Ts, gf, marker="o", label=label)
-            axes[1].plot(Ts, [x / sgemm for x in gf], marker="o", label=label)
+            style = dict(marker="o", color=colors[(key[1], key[2])], linestyle=FAMILY_STYLE.get(key[0], "-"))
+            axes[0].plot(Ts, gf, label=label, **style)
+            axes[1].plot(Ts, [x / sgemm for x in gf], label=label, **style)
         axes[0].axhline(sgemm, color="black", linestyle="--", label="sgemm 2048^3")
         axes[1].axhline(1.0, color="black", linestyle="--")
         for ax, ylabel in zip(axes, ("GFLOP/s (GKA.md accounting)", "ratio to sgemm")):
