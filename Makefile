@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
-.PHONY: all setup configure build demo test install bench bench-full clean
+.PHONY: all setup configure build demo test install bench bench-full autotune clean
 
 all: build
 
@@ -18,7 +18,7 @@ configure: setup
 	@if [ ! -f $(BUILD)/build.ninja ]; then \
 	  halide=$$($(VENV)/bin/python -c 'import halide; print(halide.install_dir())') && \
 	  $(CMAKE) -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
-	    -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja \
+	    -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python \
 	    -DHalide_DIR=$$halide/lib64/cmake/Halide -DHalideHelpers_DIR=$$halide/lib64/cmake/HalideHelpers; \
 	fi
 
@@ -41,6 +41,17 @@ bench: build
 
 bench-full: build
 	@$(VENV)/bin/python bench/report.py --out $(BUILD)/report
+
+# Tunes the standard shape classes (forward and backward, D = 64 and 128) for the
+# best CPU family of this host and writes the winners to schedules/tuned.tsv;
+# `make build` then compiles them in. Logs in autotune/logs/ (a rerun resumes).
+AUTOTUNE_TRIALS ?= 16
+AUTOTUNE_MINUTES ?= 7
+autotune: build
+	@for kernel in forward backward; do for d in 64 128; do \
+	  $(VENV)/bin/python autotune/gka_autotune.py --kernel $$kernel --head-dim $$d \
+	    --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) --write-table || exit 1; \
+	done; done
 
 clean:
 	rm -rf $(BUILD)

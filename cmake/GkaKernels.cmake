@@ -8,11 +8,26 @@ set(GKA_KERNELS gka_forward gka_backward)
 # Head dims compiled with constant loops; "any" serves every other head dim.
 set(GKA_HEAD_DIMS 64 128 any)
 
+# The autotuner's table: GKA_TUNED_<family>_<kernel>_<head_dim> = its knobs.
+file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv tuned_rows REGEX "^[^#]")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv)
+foreach (row IN LISTS tuned_rows)
+    string(REPLACE "\t" ";" fields "${row}")
+    list(GET fields 0 family)
+    list(GET fields 1 kernel)
+    list(GET fields 2 head_dim)
+    list(GET fields 3 knobs)
+    set(GKA_TUNED_${family}_${kernel}_${head_dim} "${knobs}")
+endforeach ()
+
 # gka_add_kernel(<kernel> <family> <head_dim> [KNOBS name:value,...]) defines
 # the static library <kernel>_<family>_d<head_dim> (or _any), whose function has
 # the same name, with its STMT and assembly beside it for review.
 function(gka_add_kernel kernel family head_dim)
     cmake_parse_arguments(arg "" "KNOBS" "" ${ARGN})
+    if (NOT arg_KNOBS)
+        set(arg_KNOBS "${GKA_TUNED_${family}_${kernel}_${head_dim}}")
+    endif ()
     if (head_dim STREQUAL "any")
         set(name ${kernel}_${family}_any)
         set(params PARAMS head_dim=0)
@@ -34,4 +49,5 @@ function(gka_add_kernel kernel family head_dim)
         ${params}
     )
     set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
+    set(GKA_KNOBS_${name} "${arg_KNOBS}" PARENT_SCOPE)
 endfunction()

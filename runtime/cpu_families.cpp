@@ -22,9 +22,12 @@ bool has_sse41() { return __builtin_cpu_supports("sse4.1"); }
 #define GKA_FAMILY(family, supported)                                               \
     {                                                                               \
         #family, supported, {                                                       \
-            {64, gka_forward_##family##_d64, gka_backward_##family##_d64},          \
-            {128, gka_forward_##family##_d128, gka_backward_##family##_d128},       \
-            {0, gka_forward_##family##_any, gka_backward_##family##_any},           \
+            {64, gka_forward_##family##_d64, gka_backward_##family##_d64,           \
+             gka_forward_##family##_d64_knobs, gka_backward_##family##_d64_knobs},  \
+            {128, gka_forward_##family##_d128, gka_backward_##family##_d128,        \
+             gka_forward_##family##_d128_knobs, gka_backward_##family##_d128_knobs},\
+            {0, gka_forward_##family##_any, gka_backward_##family##_any,            \
+             gka_forward_##family##_any_knobs, gka_backward_##family##_any_knobs},  \
         }                                                                           \
     }
 

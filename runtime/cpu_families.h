@@ -16,6 +16,7 @@ struct Kernels {
     int head_dim;
     ForwardKernel forward;
     BackwardKernel backward;
+    const char *forward_knobs, *backward_knobs;  // from schedules/tuned.tsv; "" = the schedule's defaults
 };
 
 struct CpuFamily {

@@ -203,6 +203,15 @@ int gka_cpu_family_supported(const char *family) {
     return f != nullptr && f->host_supports();
 }
 
+const char *gka_kernel_knobs(const char *family, const char *pass, int64_t head_dim) {
+    const CpuFamily *f = family ? gka::find_cpu_family(family) : nullptr;
+    if (f == nullptr || pass == nullptr) return nullptr;
+    const gka::Kernels &k = f->for_head_dim(head_dim);
+    if (std::string(pass) == "forward") return k.forward_knobs;
+    if (std::string(pass) == "backward") return k.backward_knobs;
+    return nullptr;
+}
+
 int gka_num_threads(void) {
     std::call_once(initialized, initialize);
     return halide_get_num_threads();

@@ -60,6 +60,11 @@ GKA_API const char *gka_cpu_family(void);
 GKA_API gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
 GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
 
+/* The schedule knobs ("name:value,..."; "" = the schedule's defaults) that the
+ * kernel of `pass` ("forward" or "backward") serving `head_dim` in `family` was
+ * compiled with: the autotuner's table, schedules/tuned.tsv. NULL if unknown. */
+GKA_API const char *gka_kernel_knobs(const char *family, const char *pass, int64_t head_dim);
+
 /* Worker threads of the CPU kernels: GKA_NUM_THREADS (environment) or the
  * number of cores, unless set here. */
 GKA_API int gka_num_threads(void);

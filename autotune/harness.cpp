@@ -1,0 +1,113 @@
+// One autotuning trial: checks a candidate kernel against the double reference
+// on a small problem, then times it interleaved with the default-knob kernel
+// (same target, same shape) so that the machine's drift cancels in the ratio.
+//   harness T left right head_dim heads
+// prints: "ok <candidate ms> <default ms>" or "wrong <what>"; exit 0 either way.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "HalideBuffer.h"
+#include "baseline.h"
+#include "candidate.h"
+#include "reference.h"
+
+using Halide::Runtime::Buffer;
+
+namespace {
+
+struct Problem {
+    gka_ref::Problem p;
+    Buffer<float, 4> x, y, dy, dx;
+    Buffer<float, 1> sigma, dsigma;
+    Buffer<float, 3> lse;
+
+    explicit Problem(gka_ref::Problem problem) : p(std::move(problem)) {
+        const auto &s = p.shape;
+        const int D = int(s.head_dim), H = int(s.heads), T = int(s.seq_len), B = int(s.batch);
+        x = Buffer<float, 4>(p.x.data(), D, H, T, B);
+        dy = Buffer<float, 4>(p.dy.data(), D, H, T, B);
+        y = Buffer<float, 4>(D, H, T, B);
+        dx = Buffer<float, 4>(D, H, T, B);
+        sigma = Buffer<float, 1>(p.sigma.data(), H);
+        dsigma = Buffer<float, 1>(H);
+        lse = Buffer<float, 3>(T, H, B);
+    }
+};
+
+template<typename Kernel>
+int run(Kernel kernel, Problem &q) {
+    const int left = int(q.p.window.left), right = int(q.p.window.right);
+#ifdef GKA_TUNE_FORWARD
+    return kernel(q.x, q.sigma, left, right, q.y, q.lse);
+#else
+    return kernel(q.x, q.sigma, q.y, q.lse, q.dy, left, right, q.dx, q.dsigma);
+#endif
+}
+
+// The candidate's outputs against the reference, relative to the terms' magnitudes.
+const char *check(Problem &q) {
+    const gka_ref::Forward f = gka_ref::forward(q.p);
+#ifdef GKA_TUNE_FORWARD
+    if (run(candidate, q) != 0) return "kernel failed";
+    for (int64_t k = 0; k < q.p.size(); k++) {
+        if (!(std::abs(q.y.data()[k] - f.y[k]) <= 1e-4 * (1 + std::abs(f.y[k])))) return "y";
+    }
+    for (int64_t k = 0; k < q.p.rows(); k++) {
+        if (!(std::abs(q.lse.data()[k] - f.lse[k]) <= 1e-4 * (1 + std::abs(f.lse[k])))) return "lse";
+    }
+#else
+    for (int64_t k = 0; k < q.p.size(); k++) q.y.data()[k] = float(f.y[k]);
+    for (int64_t k = 0; k < q.p.rows(); k++) q.lse.data()[k] = float(f.lse[k]);
+    if (run(candidate, q) != 0) return "kernel failed";
+    const gka_ref::Backward g = gka_ref::backward(q.p, f);
+    for (int64_t k = 0; k < q.p.size(); k++) {
+        if (!(std::abs(q.dx.data()[k] - g.dx[k]) <= 1e-4 * (1 + g.dx_magnitude[k]))) return "dx";
+    }
+    for (int64_t h = 0; h < q.p.shape.heads; h++) {
+        if (!(std::abs(q.dsigma.data()[h] - g.dsigma[h]) <= 1e-4 * (1 + g.dsigma_magnitude[h]))) return "dsigma";
+    }
+#endif
+    return nullptr;
+}
+
+template<typename Kernel>
+double seconds(Kernel kernel, Problem &q) {
+    auto start = std::chrono::steady_clock::now();
+    run(kernel, q);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 6) {
+        std::fprintf(stderr, "usage: harness T left right head_dim heads\n");
+        return 2;
+    }
+    const int64_t T = std::atoll(argv[1]), D = std::atoll(argv[4]), H = std::atoll(argv[5]);
+    const gka_window w{std::atoll(argv[2]), std::atoll(argv[3])};
+
+    Problem small(gka_ref::make_problem({2, 77, 2, D}, w, {0.7f, 2.0f}, 1.5, 7));
+    if (const char *what = check(small)) {
+        std::printf("wrong %s\n", what);
+        return 0;
+    }
+    Problem big(gka_ref::make_problem({1, T, H, D}, w, std::vector<float>(H, 1.0f), 1.5, 8));
+    if (run(candidate, big) != 0 || run(baseline, big) != 0) {
+        std::printf("wrong kernel failed on the timed shape\n");
+        return 0;
+    }
+    std::vector<double> cand, base;
+    for (int r = 0; r < 5; r++) {
+        cand.push_back(seconds(candidate, big));
+        base.push_back(seconds(baseline, big));
+    }
+    std::sort(cand.begin(), cand.end());
+    std::sort(base.begin(), base.end());
+    std::printf("ok %.4f %.4f\n", cand[2] * 1e3, base[2] * 1e3);
+    return 0;
+}
