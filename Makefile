@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
-.PHONY: all setup configure build demo test install bench bench-full autotune clean
+.PHONY: all setup configure build demo test install bench bench-full autotune autotune-report clean
 
 all: build
 
@@ -52,6 +52,11 @@ autotune: build
 	  $(VENV)/bin/python autotune/gka_autotune.py --kernel $$kernel --head-dim $$d \
 	    --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) --write-table || exit 1; \
 	done; done
+
+# Tuned vs default vs Halide's autoschedulers on the same algorithm, with the
+# search curves: build/autotune-report/report.md and PNG plots.
+autotune-report: build
+	@$(VENV)/bin/python autotune/compare.py --out $(BUILD)/autotune-report
 
 clean:
 	rm -rf $(BUILD)

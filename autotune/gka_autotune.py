@@ -86,19 +86,21 @@ class Trials:
             if r.returncode:
                 sys.exit("autotune: cannot compile " + src + ":\n" + r.stderr)
 
-    def generate(self, name, knobs, header_only=False):
+    def generate(self, name, knobs, header_only=False, extra=()):
         outdir = os.path.join(self.work, name)
         os.makedirs(outdir, exist_ok=True)
         cmd = [self.generator, "-g", "gka_" + self.args.kernel, "-f", name, "-o", outdir,
                "-e", "h" if header_only else "static_library,h", "target=" + self.target,
-               f"head_dim={self.args.head_dim}"] + ([f"knobs={knobs}"] if knobs else [])
+               f"head_dim={self.args.head_dim}"] + ([f"knobs={knobs}"] if knobs else []) + list(extra)
         r = self.run(cmd)
         if header_only and r.returncode == 0:
             os.replace(os.path.join(outdir, name + ".h"), os.path.join(self.work, name + ".h"))
         return None if r.returncode else os.path.join(outdir, name + ".a")
 
-    def measure(self, knobs):
-        lib = self.generate("candidate", knob_string(knobs))
+    def measure(self, knobs, extra=(), check_shape=()):
+        """Checks and times the kernel built with `knobs` (and extra generator
+        arguments, e.g. an autoscheduler) against the default-knob kernel."""
+        lib = self.generate("candidate", knob_string(knobs), extra=extra)
         if lib is None:
             return {"status": "invalid"}
         exe = os.path.join(self.work, "harness")
@@ -108,7 +110,7 @@ class Trials:
             return {"status": "link failed", "error": r.stderr[-500:]}
         left, right = WINDOWS[self.args.window]
         r = self.run([exe, str(self.args.seq_len), str(left), str(right), str(self.args.head_dim),
-                      str(self.args.heads)])
+                      str(self.args.heads)] + [str(n) for n in check_shape])
         words = r.stdout.split()
         if r.returncode or not words:
             return {"status": "crashed", "error": r.stderr[-500:]}

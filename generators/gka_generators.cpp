@@ -19,6 +19,27 @@ void dense_features(Buf &buf, const Expr &head_dim, const Expr &heads, const Exp
     buf.dim(3).set_bounds(0, batch).set_stride(head_dim * heads * seq_len);
 }
 
+// The shape Halide's autoschedulers plan for (autotune/ compares them with the
+// project's schedules): B=1, T=4096, H=8, causal; D is the head dim compiled for.
+constexpr int estimate_batch = 1, estimate_seq_len = 4096, estimate_heads = 8, estimate_head_dim = 64;
+
+template<typename Buf>
+void estimate_features(Buf &buf, int head_dim) {
+    buf.set_estimates({{0, head_dim}, {0, estimate_heads}, {0, estimate_seq_len}, {0, estimate_batch}});
+}
+template<typename Buf>
+void estimate_rows(Buf &buf) {
+    buf.set_estimates({{0, estimate_seq_len}, {0, estimate_heads}, {0, estimate_batch}});
+}
+
+// What both generators estimate alike: the bandwidths and a causal window.
+template<typename Sigma, typename Span>
+void estimate_heads_and_window(Sigma &sigma, Span &left, Span &right) {
+    sigma.set_estimates({{0, estimate_heads}});
+    left.set_estimate(-1);
+    right.set_estimate(0);
+}
+
 template<typename Buf>
 void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &batch) {
     buf.dim(0).set_bounds(0, seq_len).set_stride(1);
@@ -28,8 +49,8 @@ void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &ba
 
 class GkaForward : public Generator<GkaForward> {
 public:
-    // Overrides of the schedule's knobs, "name:value,..."; empty means the tuned
-    // values for the target (schedules/).
+    // Overrides of the schedule's default knobs, "name:value,..." (the build
+    // passes the row of schedules/tuned.tsv, if any).
     GeneratorParam<std::string> knobs{"knobs", ""};
     // A head dim fixed at compile time (constant loops, no edge guards); 0 = any.
     GeneratorParam<int> fixed_head_dim{"head_dim", 0};
@@ -49,7 +70,15 @@ public:
         const gka::Knobs k = gka::forward_knobs(get_target(), knobs);
         gka::ForwardPipeline p;
         gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, k["band"]), y, lse);
-        gka::schedule_forward(p, k, get_target());
+        if (using_autoscheduler()) {
+            const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
+            estimate_features(x, d);
+            estimate_features(y, d);
+            estimate_rows(lse);
+            estimate_heads_and_window(sigma, left, right);
+        } else {
+            gka::schedule_forward(p, k, get_target());
+        }
 
         dense_features(x, head_dim, heads, seq_len, batch);
         dense_features(y, head_dim, heads, seq_len, batch);
@@ -82,7 +111,16 @@ public:
         gka::BackwardPipeline p;
         gka::define_backward(p, x, sigma, y, lse, dy, head_dim, batch, gka::Mask(left, right, seq_len, k["band"]),
                              dx, dsigma);
-        gka::schedule_backward(p, k, get_target());
+        if (using_autoscheduler()) {
+            const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
+            for (auto *buf : {&x, &y, &dy}) estimate_features(*buf, d);
+            estimate_features(dx, d);
+            estimate_rows(lse);
+            estimate_heads_and_window(sigma, left, right);
+            dsigma.set_estimates({{0, estimate_heads}});
+        } else {
+            gka::schedule_backward(p, k, get_target());
+        }
 
         for (auto *buf : {&x, &y, &dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
         dense_features(dx, head_dim, heads, seq_len, batch);
