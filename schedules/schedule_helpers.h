@@ -31,8 +31,8 @@ struct BandSum {
 // The window goes by blocks of `block` elements; in each, every micro-block of
 // `tile` band offsets (pair tiles are computed per micro-block, at `tile_level`)
 // accumulates d_block x tile values (vectorized over d) in registers across the
-// block. A block is thus read once per band, from cache. Specialized to unrolled
-// loops for common head dims.
+// block. A block is thus read once per band, from cache. A head dim fixed at
+// compile time gets fully unrolled d loops.
 void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int block,
                        int d_block);
 
