@@ -1,7 +1,7 @@
-// Halide's working buffers for one call (the band sums, squared norms) are as
-// large as x or a sizeable part of it. Fresh allocations that size come from mmap, and every call
-// would then fault and zero their pages again; this cache hands the blocks of
-// finished calls to the next ones instead.
+// Halide's working buffers for one call (the band sums, the squared norms) are
+// as large as x or a sizeable part of it. Fresh allocations that size come from
+// mmap, and every call would then fault and zero their pages again; this cache
+// hands the blocks of finished calls to the next ones instead.
 #pragma once
 
 namespace gka {
