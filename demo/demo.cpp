@@ -32,7 +32,7 @@ double median_seconds(F call, int runs = 5) {
     return t[t.size() / 2];
 }
 
-// max |a - ref| / max |ref| over head 0 of a [B][T][H][D] tensor (or [H] when D == 0).
+// max |a - ref| / max |ref| over head 0: `width` values a token, `stride` apart in `a`, packed in `ref`.
 double head0_error(const std::vector<float> &a, const std::vector<double> &ref, const gka_ref::Problem &p,
                    int64_t stride, int64_t width) {
     double err = 0, scale = 0;

@@ -125,8 +125,15 @@ gka_status check_arguments(const gka_shape &s, const gka_window &w, const float 
     return GKA_OK;
 }
 
-// A window wider than the sequence means unbounded; the kernels take int32.
-int32_t clamp_span(int64_t span, int64_t seq_len) { return span < 0 ? -1 : int32_t(std::min(span, seq_len)); }
+// The window as the kernels take it: int32, a span wider than the sequence
+// meaning unbounded, as -1 does.
+struct KernelWindow {
+    int32_t left, right;
+};
+KernelWindow kernel_window(const gka_window &w, int64_t seq_len) {
+    auto clamp = [&](int64_t span) { return span < 0 ? -1 : int32_t(std::min(span, seq_len)); };
+    return {clamp(w.left), clamp(w.right)};
+}
 
 Buffer<float, 4> features(const float *p, const gka_shape &s) {
     return Buffer<float, 4>(const_cast<float *>(p), int(s.head_dim), int(s.heads), int(s.seq_len), int(s.batch));
@@ -161,8 +168,8 @@ gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const
     auto xb = features(x, shape), yb = features(y, shape);
     auto sb = per_head(sigma, shape);
     auto lb = rows(lse, shape);
-    int code = f->for_head_dim(shape.head_dim).forward(xb, sb, clamp_span(window.left, shape.seq_len), clamp_span(window.right, shape.seq_len),
-                          yb, lb);
+    const KernelWindow w = kernel_window(window, shape.seq_len);
+    int code = f->for_head_dim(shape.head_dim).forward(xb, sb, w.left, w.right, yb, lb);
     return from_halide(code, "gka_forward", f);
 }
 
@@ -180,8 +187,8 @@ gka_status gka_backward(gka_shape shape, gka_window window, const float *x, cons
     auto xb = features(x, shape), yb = features(y, shape), dyb = features(dy, shape), dxb = features(dx, shape);
     auto sb = per_head(sigma, shape), dsb = per_head(dsigma, shape);
     auto lb = rows(lse, shape);
-    int code = f->for_head_dim(shape.head_dim).backward(xb, sb, yb, lb, dyb, clamp_span(window.left, shape.seq_len),
-                           clamp_span(window.right, shape.seq_len), dxb, dsb);
+    const KernelWindow w = kernel_window(window, shape.seq_len);
+    int code = f->for_head_dim(shape.head_dim).backward(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb);
     return from_halide(code, "gka_backward", f);
 }
 
