@@ -1,0 +1,79 @@
+// The two attention layers the trainer compares. Both map the normalized
+// residual stream h [B][T][d] to [B][T][d] under the same causal window and
+// end in the output projection W_O.
+//   GkaAttention: libgka's Gaussian Kernel Attention on h itself, seen as
+//     [B][T][H][D] per-head features, with one learned bandwidth per head.
+//   DotProductAttention: softmax(Q K^T / sqrt(D)) V with Q, K, V = h W_Q^T,
+//     h W_K^T, h W_V^T (plain BLAS, the whole T x T block then the mask).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gka/gka.h"
+#include "layers.h"
+
+namespace lm {
+
+struct AttentionShape {
+    int batch, seq, heads, head_dim;
+    gka_window window;  // FlashAttention's (left, right); the trainer uses right = 0
+    int dim() const { return heads * head_dim; }
+    int rows() const { return batch * seq; }
+    bool allowed(int query, int key) const {
+        return (window.left < 0 || key >= query - window.left) && (window.right < 0 || key <= query + window.right);
+    }
+    double pairs_per_token() const;  // allowed (query, key) pairs per head, per token
+};
+
+struct Attention {
+    virtual ~Attention() = default;
+    virtual const float *forward(const float *h, const AttentionShape &shape) = 0;
+    virtual const float *backward(const float *dout) = 0;
+    virtual std::vector<Param *> params() = 0;
+    // Training (forward + backward) FLOPs per token: 6 per weight of a linear
+    // layer, and GKA.md's 4 + 10 FLOPs per head dim per allowed pair for the
+    // pairwise part, the same convention (FlashAttention's) for both layers.
+    virtual double training_flops_per_token(const AttentionShape &shape) const = 0;
+};
+
+class GkaAttention : public Attention {
+public:
+    GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng);
+    const float *forward(const float *h, const AttentionShape &shape) override;
+    const float *backward(const float *dout) override;
+    std::vector<Param *> params() override { return {&log_sigma, &out.w}; }
+    double training_flops_per_token(const AttentionShape &shape) const override;
+
+    // sigma = exp(log_sigma): positive by construction and scale-free to
+    // update, so Adam's steps are relative changes of the bandwidth.
+    Param log_sigma;
+    Linear out;
+
+private:
+    AttentionShape shape{};
+    const float *h = nullptr;
+    std::vector<float> sigma, y, lse, dh, dsigma;
+};
+
+class DotProductAttention : public Attention {
+public:
+    DotProductAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng);
+    const float *forward(const float *h, const AttentionShape &shape) override;
+    const float *backward(const float *dout) override;
+    std::vector<Param *> params() override { return {&query.w, &key.w, &value.w, &out.w}; }
+    double training_flops_per_token(const AttentionShape &shape) const override;
+
+    Linear query, key, value, out;
+
+private:
+    AttentionShape shape{};
+    std::vector<float> probs;  // [B][H][T][T], zero where masked
+    std::vector<float> mixed, dq, dk, dv, dh, dprobs;
+};
+
+std::unique_ptr<Attention> make_attention(const std::string &kind, const std::string &name, int heads, int head_dim,
+                                          int layers, Rng &rng);
+
+}  // namespace lm

@@ -1,0 +1,179 @@
+// train_lm: trains a byte-level language model whose attention is GKA through
+// libgka (or, with --attention dot, standard dot-product attention) on a text
+// file or directory. Prints progress, writes <out>/log.csv and
+// <out>/summary.json. Run with --help for the options.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "corpus.h"
+#include "model.h"
+
+namespace {
+
+struct Options {
+    std::string data = "/usr/share/common-licenses", attention = "gka", window = "causal", out = "train_lm_out";
+    int layers = 4, heads = 2, head_dim = 64, seq = 128, batch = 16, steps = 600;
+    int eval_every = 50, eval_batches = 8;
+    double lr = 3e-3, validation_fraction = 0.1;
+    uint64_t seed = 1;
+};
+
+const char *kUsage = R"(usage: train_lm [--option value]...
+  --data PATH          text file or directory of files (default /usr/share/common-licenses)
+  --attention gka|dot  GKA through libgka, or dot-product attention with W_Q, W_K, W_V (default gka)
+  --window causal|W    causal, or a causal sliding window of W tokens including the query (default causal)
+  --layers N --heads H --head-dim D   model shape (default 4, 2, 64: width 128)
+  --seq T --batch B    tokens per sequence and sequences per step (default 128, 16)
+  --steps N --lr LR    optimizer steps and peak AdamW learning rate (default 600, 3e-3)
+  --eval-every N --eval-batches K     validation cadence and size (default 50, 8)
+  --seed S --out DIR   (default 1, train_lm_out)
+)";
+
+Options parse(int argc, char **argv) {
+    std::map<std::string, std::string> given;
+    for (int k = 1; k < argc; k++) {
+        std::string key = argv[k];
+        if (key == "--help" || key == "-h") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        }
+        if (key.rfind("--", 0) != 0 || k + 1 >= argc) throw std::invalid_argument("bad argument '" + key + "'");
+        given[key.substr(2)] = argv[++k];
+    }
+    Options o;
+    auto take = [&](const char *name, auto &field) {
+        auto it = given.find(name);
+        if (it == given.end()) return;
+        if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) {
+            field = it->second;
+        } else {
+            size_t used = 0;
+            field = std::decay_t<decltype(field)>(std::stod(it->second, &used));
+            if (used != it->second.size()) throw std::invalid_argument("--" + it->first + ": not a number");
+        }
+        given.erase(it);
+    };
+    take("data", o.data), take("attention", o.attention), take("window", o.window), take("out", o.out);
+    take("layers", o.layers), take("heads", o.heads), take("head-dim", o.head_dim), take("seq", o.seq);
+    take("batch", o.batch), take("steps", o.steps), take("eval-every", o.eval_every);
+    take("eval-batches", o.eval_batches), take("lr", o.lr), take("seed", o.seed);
+    if (!given.empty()) throw std::invalid_argument("unknown option --" + given.begin()->first);
+    return o;
+}
+
+gka_window parse_window(const std::string &w) {
+    if (w == "causal") return {-1, 0};
+    const int tokens = std::stoi(w);
+    if (tokens < 1) throw std::invalid_argument("--window: a window has at least one token");
+    return {tokens - 1, 0};
+}
+
+// Linear warm-up over the first 5% of the steps, then a cosine decay to 10%.
+double learning_rate(const Options &o, int step) {
+    const int warmup = std::max(1, o.steps / 20);
+    if (step < warmup) return o.lr * (step + 1) / warmup;
+    const double progress = double(step - warmup) / std::max(1, o.steps - warmup);
+    return o.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress)));
+}
+
+double evaluate(lm::Model &model, const std::vector<uint8_t> &text, const Options &o, const lm::AttentionShape &shape) {
+    double sum = 0;
+    for (int k = 0; k < o.eval_batches; k++) {
+        lm::Batch batch = lm::evaluation_batch(text, o.batch, o.seq, k, o.eval_batches);
+        sum += model.forward(batch.inputs.data(), batch.targets.data(), shape);
+    }
+    return sum / o.eval_batches;
+}
+
+std::string sigmas(lm::Model &model) {
+    std::string out = "[";
+    for (lm::Block &block : model.blocks) {
+        auto *gka = dynamic_cast<lm::GkaAttention *>(block.attention.get());
+        if (gka == nullptr) continue;
+        for (float log_sigma : gka->log_sigma.value) out += (out.size() > 1 ? ", " : "") + std::to_string(std::exp(log_sigma));
+    }
+    return out + "]";
+}
+
+int run(const Options &o) {
+    const lm::Corpus corpus = lm::Corpus::load(o.data, o.validation_fraction);
+    lm::ModelConfig config;
+    config.attention = o.attention, config.layers = o.layers, config.heads = o.heads, config.head_dim = o.head_dim;
+    lm::Model model(config, o.seed);
+    const lm::AttentionShape shape{o.batch, o.seq, o.heads, o.head_dim, parse_window(o.window)};
+    const std::vector<lm::Param *> params = model.params();
+    lm::AdamW optimizer;
+    std::mt19937_64 rng(o.seed);
+
+    std::filesystem::create_directories(o.out);
+    std::ofstream log(o.out + "/log.csv");
+    log << "step,train_loss,val_loss,lr,tokens_per_s,elapsed_s\n";
+    std::printf("train_lm: %s attention, %d layers, width %d (%d heads x %d), window (%lld, %lld), "
+                "%zu parameters (%zu in attention), %.3g training FLOPs/token (%.3g in attention)\n",
+                o.attention.c_str(), o.layers, config.dim(), o.heads, o.head_dim, (long long)shape.window.left,
+                (long long)shape.window.right, model.parameter_count(), model.attention_parameter_count(),
+                model.training_flops_per_token(shape), model.attention_training_flops_per_token(shape));
+    std::printf("train_lm: %s: %zu training bytes, %zu validation bytes; libgka family %s, %d threads\n",
+                o.data.c_str(), corpus.train.size(), corpus.validation.size(), gka_cpu_family(), gka_num_threads());
+
+    using clock = std::chrono::steady_clock;
+    double train_seconds = 0, interval_loss = 0, tokens_per_s = 0, final_train = 0, final_val = 0;
+    int interval_steps = 0;
+    for (int step = 0; step <= o.steps; step++) {
+        if (step % o.eval_every == 0 || step == o.steps) {
+            final_train = evaluate(model, corpus.train, o, shape);
+            final_val = evaluate(model, corpus.validation, o, shape);
+            const double shown = interval_steps ? interval_loss / interval_steps : final_train;
+            std::printf("step %5d/%d  train %.4f (eval %.4f)  val %.4f  %.0f tokens/s  sigma %s\n", step, o.steps,
+                        shown, final_train, final_val, tokens_per_s, sigmas(model).c_str());
+            std::fflush(stdout);
+            log << step << "," << final_train << "," << final_val << "," << learning_rate(o, step) << ","
+                << tokens_per_s << "," << train_seconds << "\n";
+            interval_loss = 0, interval_steps = 0;
+        }
+        if (step == o.steps) break;
+        const auto start = clock::now();
+        lm::Batch batch = lm::random_batch(corpus.train, o.batch, o.seq, rng);
+        model.zero_grad();
+        interval_loss += model.forward(batch.inputs.data(), batch.targets.data(), shape);
+        interval_steps++;
+        model.backward();
+        lm::clip_grad_norm(params, 1.0);
+        optimizer.step(params, float(learning_rate(o, step)));
+        const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+        train_seconds += seconds;
+        tokens_per_s = double(o.batch) * o.seq * (step + 1) / train_seconds;
+    }
+
+    std::ofstream summary(o.out + "/summary.json");
+    summary << "{\n  \"attention\": \"" << o.attention << "\", \"layers\": " << o.layers << ", \"heads\": " << o.heads
+            << ", \"head_dim\": " << o.head_dim << ", \"seq\": " << o.seq << ", \"batch\": " << o.batch
+            << ", \"steps\": " << o.steps << ",\n  \"window\": [" << shape.window.left << ", " << shape.window.right
+            << "], \"parameters\": " << model.parameter_count()
+            << ", \"attention_parameters\": " << model.attention_parameter_count()
+            << ",\n  \"training_flops_per_token\": " << model.training_flops_per_token(shape)
+            << ", \"attention_training_flops_per_token\": " << model.attention_training_flops_per_token(shape)
+            << ",\n  \"final_train_loss\": " << final_train << ", \"final_val_loss\": " << final_val
+            << ", \"tokens_per_s\": " << tokens_per_s << ", \"train_seconds\": " << train_seconds
+            << ",\n  \"sigma\": " << sigmas(model) << ", \"cpu_family\": \"" << gka_cpu_family() << "\"\n}\n";
+    std::printf("train_lm: final train %.4f, val %.4f (gap %+.4f), %.0f tokens/s; wrote %s/log.csv, %s/summary.json\n",
+                final_train, final_val, final_val - final_train, tokens_per_s, o.out.c_str(), o.out.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    try {
+        return run(parse(argc, argv));
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "train_lm: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,130 @@
+// The trainer (examples/train_lm): its attention layers' gradients, the whole
+// model's, against central finite differences, and a few steps that learn.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "corpus.h"
+#include "model.h"
+
+namespace {
+
+using lm::AttentionShape;
+using lm::Param;
+
+// Compares d loss / d p[n] from backward with a central difference of loss()
+// for a few entries of p. The layers run in float: a step of 1e-2 keeps
+// rounding (~1e-6 of the loss) and truncation (~step^2 times the third
+// derivative) both well under the tolerance.
+void check_against_differences(const std::string &what, std::vector<float> &values, const std::vector<float> &grads,
+                               const std::function<double()> &loss, int samples) {
+    const float step = 1e-2f;
+    for (int s = 0; s < samples; s++) {
+        const size_t n = (size_t(s) * 7919) % values.size();
+        const float saved = values[n];
+        values[n] = saved + step;
+        const double up = loss();
+        values[n] = saved - step;
+        const double down = loss();
+        values[n] = saved;
+        const double numeric = (up - down) / (2.0 * step);
+        INFO(what << "[" << n << "]: backward " << grads[n] << ", finite difference " << numeric);
+        CHECK(std::abs(grads[n] - numeric) <= 2e-3 * (1.0 + std::abs(numeric)));
+    }
+}
+
+std::vector<float> normal_values(size_t n, uint64_t seed) {
+    lm::Rng rng(seed);
+    std::normal_distribution<float> normal;
+    std::vector<float> v(n);
+    for (float &x : v) x = normal(rng);
+    return v;
+}
+
+// L = sum(weights . attention(h)), so dL/dout = weights.
+void check_attention_layer(const std::string &kind, AttentionShape shape) {
+    lm::Rng rng(7);
+    auto attention = lm::make_attention(kind, "attn", shape.heads, shape.head_dim, 2, rng);
+    const size_t n = size_t(shape.rows()) * shape.dim();
+    std::vector<float> h = normal_values(n, 11), weights = normal_values(n, 13);
+    auto loss = [&] {
+        const float *out = attention->forward(h.data(), shape);
+        double sum = 0;
+        for (size_t k = 0; k < n; k++) sum += double(weights[k]) * out[k];
+        return sum;
+    };
+    loss();
+    const float *dh_ptr = attention->backward(weights.data());
+    const std::vector<float> dh(dh_ptr, dh_ptr + n);
+    check_against_differences(kind + " dh", h, dh, loss, 12);
+    for (Param *p : attention->params()) check_against_differences(kind + " " + p->name, p->value, p->grad, loss, 6);
+}
+
+std::vector<uint8_t> repeated_text(size_t bytes) {
+    const std::string line = "the quick brown fox jumps over the lazy dog; ";
+    std::vector<uint8_t> text(bytes);
+    for (size_t k = 0; k < bytes; k++) text[k] = uint8_t(line[k % line.size()]);
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("train_lm attention layers match finite differences", "[train_lm]") {
+    for (const char *kind : {"gka", "dot"}) {
+        for (int head_dim : {8, 64}) {
+            for (gka_window window : {gka_window{-1, 0}, gka_window{2, 0}}) {
+                SECTION(std::string(kind) + " D=" + std::to_string(head_dim) + " left=" + std::to_string(window.left)) {
+                    check_attention_layer(kind, AttentionShape{2, 7, 2, head_dim, window});
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("train_lm model gradient matches finite differences", "[train_lm]") {
+    for (const char *kind : {"gka", "dot"}) {
+        SECTION(kind) {
+            lm::ModelConfig config;
+            config.attention = kind, config.layers = 2, config.heads = 2, config.head_dim = 8;
+            lm::Model model(config, 3);
+            const AttentionShape shape{2, 9, 2, 8, {-1, 0}};
+            lm::Rng rng(5);
+            const lm::Batch batch = lm::random_batch(repeated_text(400), shape.batch, shape.seq, rng);
+            auto loss = [&] { return model.forward(batch.inputs.data(), batch.targets.data(), shape); };
+            model.zero_grad();
+            loss();
+            model.backward();
+            for (Param *p : model.params()) check_against_differences(p->name, p->value, p->grad, loss, 3);
+        }
+    }
+}
+
+TEST_CASE("train_lm: a few steps reduce the loss", "[train_lm]") {
+    for (const char *kind : {"gka", "dot"}) {
+        SECTION(kind) {
+            lm::ModelConfig config;
+            config.attention = kind, config.layers = 2, config.heads = 2, config.head_dim = 16;
+            lm::Model model(config, 1);
+            const AttentionShape shape{4, 32, 2, 16, {7, 0}};
+            const std::vector<uint8_t> text = repeated_text(4000);
+            const std::vector<Param *> params = model.params();
+            lm::AdamW optimizer;
+            lm::Rng rng(2);
+            const lm::Batch fixed = lm::evaluation_batch(text, shape.batch, shape.seq, 0, 1);
+            const double before = model.forward(fixed.inputs.data(), fixed.targets.data(), shape);
+            for (int step = 0; step < 30; step++) {
+                const lm::Batch batch = lm::random_batch(text, shape.batch, shape.seq, rng);
+                model.zero_grad();
+                model.forward(batch.inputs.data(), batch.targets.data(), shape);
+                model.backward();
+                lm::clip_grad_norm(params, 1.0);
+                optimizer.step(params, 1e-2f);
+            }
+            const double after = model.forward(fixed.inputs.data(), fixed.targets.data(), shape);
+            INFO(kind << ": loss " << before << " -> " << after);
+            CHECK(after < 0.5 * before);
+        }
+    }
+}
