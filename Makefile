@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
-.PHONY: all setup configure build demo test install bench bench-full autotune autotune-report clean
+.PHONY: all setup configure build demo test install bench bench-full compare autotune autotune-report clean
 
 all: build
 
@@ -41,6 +41,12 @@ bench: build
 
 bench-full: build
 	@$(VENV)/bin/python bench/report.py --out $(BUILD)/report
+
+# Trains the byte-level LM of examples/train_lm with GKA and with dot-product
+# attention (same data, shape and steps; about 2 minutes each) and compares them:
+# build/compare/report.md and loss_curves.png.
+compare: build
+	@$(VENV)/bin/python examples/train_lm/compare.py --build $(BUILD) --out $(BUILD)/compare
 
 # Tunes the standard shape classes (forward and backward, D = 64 and 128) for the
 # best CPU family of this host and writes the winners to schedules/tuned.tsv;
