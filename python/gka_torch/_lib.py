@@ -1,0 +1,127 @@
+"""Finds and loads libgka with ctypes, declares its C ABI, maps its errors.
+
+This module imports nothing but the standard library, so the installation test
+can check where the library is found on a machine without PyTorch.
+
+Why ctypes and not a C++ extension: an extension would be compiled against one
+PyTorch's C++ ABI and need rebuilding for every torch release (and a compiler
+at install time); ctypes works with any torch and any installed libgka, the C
+ABI takes plain pointers and two small structs by value, and ctypes releases
+the GIL for the duration of each foreign call, so the kernels' threads run
+while other Python threads proceed. The per-call overhead (a few microseconds)
+is negligible next to an attention kernel.
+"""
+import ctypes
+import ctypes.util
+import os
+
+GKA_OK = 0
+STATUS_NAMES = {
+    1: "GKA_ERR_INVALID_ARGUMENT",
+    2: "GKA_ERR_UNSUPPORTED",
+    3: "GKA_ERR_OUT_OF_MEMORY",
+    4: "GKA_ERR_DEVICE",
+    5: "GKA_ERR_INTERNAL",
+}
+
+
+class Shape(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_int64), ("seq_len", ctypes.c_int64), ("heads", ctypes.c_int64),
+                ("head_dim", ctypes.c_int64)]
+
+
+class Window(ctypes.Structure):
+    _fields_ = [("left", ctypes.c_int64), ("right", ctypes.c_int64)]
+
+
+_p = ctypes.c_void_p
+_status = ctypes.c_int
+
+# The C ABI (runtime/include/gka/gka.h). Pointers travel as void* (torch's
+# data_ptr()), shape and window by value.
+_HOST_SIGNATURES = {
+    "gka_forward": [Shape, Window, _p, _p, _p, _p],
+    "gka_backward": [Shape, Window, _p, _p, _p, _p, _p, _p, _p],
+}
+
+# The CUDA entry points, where a libgka has them: device pointers and a
+# cudaStream_t last. ASSUMED signatures (they are being built on another
+# branch): adjust here, and only here, if they land differently.
+CUDA_SIGNATURES = {
+    "gka_forward_cuda": [Shape, Window, _p, _p, _p, _p, _p],
+    "gka_backward_cuda": [Shape, Window, _p, _p, _p, _p, _p, _p, _p, _p],
+}
+
+# Where an installed gka_torch finds the installed libgka: CMake writes the
+# path of the library relative to this package into this file at install time
+# (python/CMakeLists.txt). It does not exist in the source tree.
+_INSTALL_LOCATION_FILE = "_libgka_location"
+
+
+def candidates():
+    """The library paths or names to try, in order, each with where it came from
+    (a generator: later ones are looked up only when the earlier ones fail)."""
+    env = os.environ.get("GKA_LIBRARY")
+    if env:
+        yield env, "GKA_LIBRARY"
+    here = os.path.dirname(os.path.abspath(__file__))
+    location = os.path.join(here, _INSTALL_LOCATION_FILE)
+    if os.path.exists(location):
+        with open(location) as f:
+            relative = f.read().strip()
+        yield os.path.normpath(os.path.join(here, relative)), "the installation beside this package"
+    name = ctypes.util.find_library("gka")
+    if name:
+        yield name, "ctypes.util.find_library('gka')"
+    yield "libgka.so.0", "the dynamic loader's search path (LD_LIBRARY_PATH, ldconfig)"
+
+
+def load():
+    """Loads libgka: GKA_LIBRARY when set (and then nothing else), else the
+    library installed beside this package, else the system's. Raises ImportError
+    naming everything tried."""
+    tried = []
+    for path, origin in candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"  {path} ({origin}): {e}")
+            if origin == "GKA_LIBRARY":
+                break  # an explicit choice that fails is an error, never a silent fallback
+            continue
+        _declare(lib)
+        return lib, path
+    raise ImportError("gka_torch could not load libgka. Tried:\n" + "\n".join(tried) +
+                      "\nBuild it (make build) and set GKA_LIBRARY=/path/to/libgka.so, or install the project "
+                      "(make install PREFIX=...) and import the gka_torch installed with it.")
+
+
+def _declare(lib):
+    for name, argtypes in _HOST_SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, _status
+    lib.gka_last_error.argtypes, lib.gka_last_error.restype = [], ctypes.c_char_p
+    lib.gka_cpu_family.argtypes, lib.gka_cpu_family.restype = [], ctypes.c_char_p
+    for name, argtypes in CUDA_SIGNATURES.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.argtypes, fn.restype = argtypes, _status
+
+
+def has_cuda(lib):
+    return all(hasattr(lib, name) for name in CUDA_SIGNATURES)
+
+
+def check(lib, status, call):
+    """Raises the Python exception for a libgka status, with gka_last_error()."""
+    if status == GKA_OK:
+        return
+    message = (lib.gka_last_error() or b"").decode(errors="replace")
+    text = f"{call} failed ({STATUS_NAMES.get(status, f'status {status}')}): {message}"
+    if status == 1:
+        raise ValueError(text)
+    if status == 2:
+        raise NotImplementedError(text)
+    if status == 3:
+        raise MemoryError(text)
+    raise RuntimeError(text)

@@ -1,0 +1,150 @@
+"""The custom ops gka::forward and gka::backward over libgka, and their autograd.
+
+Both are torch.library custom ops: opaque to torch.compile (one node each in the
+graph; their fake implementations give only output shapes), and gka::forward's
+autograd formula calls gka::backward, so a compiled training step keeps both
+kernels whole.
+"""
+import torch
+
+from . import _lib
+
+LIB, LIBRARY_PATH = _lib.load()
+
+_DEVICES = ("cpu", "cuda")
+
+
+def _window(window):
+    try:
+        left, right = window
+    except (TypeError, ValueError):
+        raise TypeError(f"gka: window must be a pair (left, right), got {window!r}") from None
+    for name, v in (("left", left), ("right", right)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < -1:
+            raise ValueError(f"gka: window {name} must be an int >= -1 (-1 = unbounded), got {v!r}")
+    return left, right
+
+
+def _check(x, sigma, fake=False, autocast=False):
+    """Metadata checks only (no data): they also run on fake tensors under torch.compile.
+    With autocast, any floating dtype passes: autocast casts to float32 (below)."""
+    if not isinstance(x, torch.Tensor) or not isinstance(sigma, torch.Tensor):
+        raise TypeError("gka: x and sigma must be torch.Tensors")
+    if x.dim() != 4:
+        raise ValueError(f"gka: x must be [batch, seq_len, heads, head_dim], got shape {tuple(x.shape)}")
+    if sigma.dim() != 1 or sigma.shape[0] != x.shape[2]:
+        raise ValueError(f"gka: sigma must be [heads] = [{x.shape[2]}], got shape {tuple(sigma.shape)}")
+    for name, t in (("x", x), ("sigma", sigma)):
+        if t.dtype != torch.float32 and not (autocast and t.is_floating_point()):
+            raise TypeError(f"gka: {name} must be float32 (libgka's kernels are float32 only), got {t.dtype}")
+    if x.device != sigma.device:
+        raise ValueError(f"gka: x and sigma must be on the same device, got {x.device} and {sigma.device}")
+    if fake:
+        return
+    if x.device.type not in _DEVICES:
+        raise ValueError(f"gka: tensors must be on the CPU or a CUDA device, got {x.device}")
+    if x.device.type == "cuda" and not _lib.has_cuda(LIB):
+        raise NotImplementedError(
+            f"gka: this libgka ({LIBRARY_PATH}) has no CUDA entry points "
+            f"({', '.join(_lib.CUDA_SIGNATURES)}): pass CPU tensors, or load a libgka built with CUDA "
+            "through GKA_LIBRARY")
+
+
+def _run(name, x, window, *tensors):
+    """Calls libgka's `name` on contiguous tensors (x first among them)."""
+    B, T, H, D = x.shape
+    shape, win = _lib.Shape(B, T, H, D), _lib.Window(*window)
+    pointers = [t.data_ptr() for t in tensors]
+    if x.device.type == "cpu":
+        status = getattr(LIB, name)(shape, win, *pointers)
+    else:
+        with torch.cuda.device(x.device):
+            stream = torch.cuda.current_stream(x.device).cuda_stream
+            status = getattr(LIB, name + "_cuda")(shape, win, *pointers, stream)
+        name += "_cuda"
+    _lib.check(LIB, status, name)
+
+
+@torch.library.custom_op("gka::forward", mutates_args=())
+def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y [B,T,H,D], lse [B,H,T]) = GKA forward of x [B,T,H,D] with bandwidths sigma [H]."""
+    _check(x, sigma)
+    x, sigma = x.contiguous(), sigma.contiguous()
+    B, T, H, D = x.shape
+    y = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
+    lse = torch.empty((B, H, T), dtype=x.dtype, device=x.device)
+    if B * T * H > 0:  # libgka rejects empty shapes; their outputs are empty
+        _run("gka_forward", x, (left, right), x, sigma, y, lse)
+    return y, lse
+
+
+@forward.register_fake
+def _(x, sigma, left, right):
+    _check(x, sigma, fake=True)
+    B, T, H, D = x.shape
+    return x.new_empty((B, T, H, D)), x.new_empty((B, H, T))
+
+
+@torch.library.custom_op("gka::backward", mutates_args=())
+def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.Tensor, dy: torch.Tensor,
+             left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dsigma): gradients of sum(dy * y) from the forward's y and lse."""
+    _check(x, sigma)
+    x, sigma, y, lse, dy = (t.contiguous() for t in (x, sigma, y, lse, dy))
+    B, T, H, D = x.shape
+    if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
+        raise ValueError(f"gka: backward needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, T], got "
+                         f"y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    for name, t in (("y", y), ("lse", lse), ("dy", dy)):
+        if t.dtype != torch.float32 or t.device != x.device:
+            raise TypeError(f"gka: {name} must be float32 on {x.device}, got {t.dtype} on {t.device}")
+    dx = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
+    dsigma = torch.empty((H,), dtype=x.dtype, device=x.device)
+    if B * T * H > 0:
+        _run("gka_backward", x, (left, right), x, sigma, y, lse, dy, dx, dsigma)
+    else:
+        dsigma.zero_()
+    return dx, dsigma
+
+
+@backward.register_fake
+def _(x, sigma, y, lse, dy, left, right):
+    _check(x, sigma, fake=True)
+    return torch.empty_like(x, memory_format=torch.contiguous_format), torch.empty_like(sigma)
+
+
+def _setup_context(ctx, inputs, output):
+    x, sigma, left, right = inputs
+    y, lse = output
+    ctx.save_for_backward(x, sigma, y, lse)
+    ctx.window = (left, right)
+    # lse is an output for callers that want it (e.g. to combine blocks), but
+    # libgka's backward takes no gradient for it.
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, dy, _dlse):
+    x, sigma, y, lse = ctx.saved_tensors
+    dx, dsigma = torch.ops.gka.backward(x, sigma, y, lse, dy, *ctx.window)
+    return (dx if ctx.needs_input_grad[0] else None, dsigma if ctx.needs_input_grad[1] else None, None, None)
+
+
+forward.register_autograd(_backward, setup_context=_setup_context)
+
+# Under torch.autocast the kernels still run in float32 (they have no other).
+for _device in _DEVICES:
+    torch.library.register_autocast("gka::forward", _device, torch.float32)
+
+
+def gka_attention(x, sigma, window=(-1, 0)):
+    """Gaussian Kernel Attention: y [B,T,H,D] for features x [B,T,H,D] (float32) and
+    per-head bandwidths sigma [H] (float32, finite, > 0).
+
+    window is FlashAttention's (left, right), -1 = unbounded: (-1, 0) causal (the
+    default), (-1, -1) full, (W-1, 0) causal sliding window of W tokens. Gradients
+    flow to x and sigma through libgka's backward.
+    """
+    left, right = _window(window)
+    autocast = isinstance(x, torch.Tensor) and x.device.type in _DEVICES and torch.is_autocast_enabled(x.device.type)
+    _check(x, sigma, autocast=autocast)
+    return torch.ops.gka.forward(x, sigma, left, right)[0]

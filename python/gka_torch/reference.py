@@ -1,0 +1,36 @@
+"""GKA in plain PyTorch: the formulas of GKA.md, dense, in any dtype.
+
+O(B*H*T^2*D) memory: for tests and small shapes. Its gradients (x and sigma)
+come from PyTorch's autograd, independently of libgka's backward.
+"""
+import torch
+
+
+def window_mask(seq_len, window, device=None):
+    """[T, T] bool, True where query i may attend key j (FlashAttention's (left, right))."""
+    left, right = window
+    i = torch.arange(seq_len, device=device)[:, None]
+    j = torch.arange(seq_len, device=device)[None, :]
+    allowed = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device)
+    if left != -1:
+        allowed &= j >= i - left
+    if right != -1:
+        allowed &= j <= i + right
+    return allowed
+
+
+def gka_forward_reference(x, sigma, window=(-1, 0)):
+    """(y [B,T,H,D], lse [B,H,T]) for x [B,T,H,D] and sigma [H], in x's dtype."""
+    xh = x.permute(0, 2, 1, 3)  # [B, H, T, D]
+    # Exact squared distances (differences, not the |a|^2 + |b|^2 - 2ab expansion).
+    d2 = ((xh[:, :, :, None, :] - xh[:, :, None, :, :]) ** 2).sum(-1)  # [B, H, Tq, Tk]
+    s = -d2 / (2 * sigma[None, :, None, None] ** 2)
+    s = s.masked_fill(~window_mask(x.shape[1], window, x.device), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)  # [B, H, T]
+    p = torch.exp(s - lse[..., None])
+    y = (p @ xh).permute(0, 2, 1, 3)
+    return y, lse
+
+
+def gka_attention_reference(x, sigma, window=(-1, 0)):
+    return gka_forward_reference(x, sigma, window)[0]

@@ -1,0 +1,293 @@
+"""gka_torch against a plain PyTorch GKA (gka_torch.reference) in double precision.
+
+Run: GKA_LIBRARY=build/runtime/libgka.so PYTHONPATH=python python tests/python/test_gka_torch.py [-v]
+(CTest: gka.torch). Without PyTorch it prints SKIPPED and exits 77, which CTest
+reports as Skipped; under unittest/pytest discovery the module is skipped.
+
+Tolerances: the kernels compute in float32, so each tensor is compared with the
+double reference relative to its largest magnitude, at 1e-5: the largest errors
+measured on every CPU family are 6e-7 (y), 9e-7 (dx) and 1.4e-6 (dsigma, a sum
+over B*T*T pairs), while a wrong or missing term errs by far more than 1e-3.
+"""
+import os
+import sys
+import unittest
+
+SKIP_RETURN_CODE = 77
+try:
+    import torch
+except ImportError:
+    torch = None
+    SKIP_MESSAGE = (f"SKIPPED: torch is not installed in {sys.executable}; install with "
+                    f"{sys.executable} -m pip install torch --index-url https://download.pytorch.org/whl/cpu "
+                    "(CPU is enough; see README.md, PyTorch)")
+if torch is None:
+    if __name__ == "__main__":
+        print(SKIP_MESSAGE)
+        sys.exit(SKIP_RETURN_CODE)
+    raise unittest.SkipTest(SKIP_MESSAGE)
+
+import gka_torch  # noqa: E402  (after the torch check)
+from gka_torch import gka_attention, gka_forward_reference  # noqa: E402
+
+WINDOWS = [(-1, -1), (-1, 0), (3, 0), (2, 2)]
+HEAD_DIMS = [64, 128, 24]  # the two constant-loop kernels and the any-D one
+B, T, H = 2, 37, 3
+RTOL = 1e-5
+
+
+def inputs(d, seed=0, b=B, t=T, h=H):
+    """x [b,t,h,d] and sigma [h] in double: sigmas around the typical distance
+    (|x_i - x_j|^2 ~ 2d) so that heads range from sharp to flat."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, t, h, d, generator=g, dtype=torch.float64)
+    sigma = torch.linspace(0.5, 1.5, h, dtype=torch.float64) * d ** 0.5
+    return x, sigma
+
+
+def rel_err(got, want):
+    return ((got.double() - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+
+
+class ForwardBackward(unittest.TestCase):
+    max_errors = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        print("\nlargest relative errors vs the double reference:",
+              ", ".join(f"{k} {v:.2e}" for k, v in cls.max_errors.items()), file=sys.stderr)
+
+    def note(self, name, err):
+        self.max_errors[name] = max(self.max_errors.get(name, 0.0), err)
+        return err
+
+    def test_forward_matches_reference(self):
+        for d in HEAD_DIMS:
+            for window in WINDOWS:
+                with self.subTest(d=d, window=window):
+                    x, sigma = inputs(d)
+                    want_y, want_lse = gka_forward_reference(x, sigma, window)
+                    y, lse = torch.ops.gka.forward(x.float(), sigma.float(), *window)
+                    self.assertEqual(y.shape, x.shape)
+                    self.assertEqual(lse.shape, (B, H, T))
+                    self.assertLess(self.note("y", rel_err(y, want_y)), RTOL)
+                    self.assertLess(self.note("lse", rel_err(lse, want_lse)), RTOL)
+                    self.assertTrue(torch.equal(gka_attention(x.float(), sigma.float(), window), y))
+
+    def test_gradients_match_reference(self):
+        for d in HEAD_DIMS:
+            for window in WINDOWS:
+                with self.subTest(d=d, window=window):
+                    x, sigma = inputs(d, seed=1)
+                    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+                    xr, sr = x.clone().requires_grad_(), sigma.clone().requires_grad_()
+                    (gka_forward_reference(xr, sr, window)[0] * dy).sum().backward()
+                    xf, sf = x.float().requires_grad_(), sigma.float().requires_grad_()
+                    (gka_attention(xf, sf, window) * dy.float()).sum().backward()
+                    self.assertLess(self.note("dx", rel_err(xf.grad, xr.grad)), RTOL)
+                    self.assertLess(self.note("dsigma", rel_err(sf.grad, sr.grad)), RTOL)
+                    self.assertGreater(sr.grad.abs().min().item(), 0.0)  # a real test of dsigma
+
+    def test_gradient_through_sum(self):
+        # y.sum().backward() hands the op an expanded (stride 0) dy.
+        x, sigma = inputs(24, seed=3)
+        xr, sr = x.clone().requires_grad_(), sigma.clone().requires_grad_()
+        gka_forward_reference(xr, sr)[0].sum().backward()
+        xf, sf = x.float().requires_grad_(), sigma.float().requires_grad_()
+        gka_attention(xf, sf).sum().backward()
+        self.assertLess(rel_err(xf.grad, xr.grad), RTOL)
+        self.assertLess(rel_err(sf.grad, sr.grad), RTOL)
+
+    def test_sigma_gradient_only(self):
+        x, sigma = inputs(64, seed=4)
+        sf = sigma.float().requires_grad_()
+        gka_attention(x.float(), sf).square().sum().backward()
+        sr = sigma.clone().requires_grad_()
+        gka_forward_reference(x, sr)[0].square().sum().backward()
+        self.assertLess(rel_err(sf.grad, sr.grad), RTOL)
+
+    def test_non_contiguous_input(self):
+        x, sigma = inputs(24, seed=5)
+        xt = x.float().transpose(1, 2).contiguous().transpose(1, 2)  # [B,T,H,D] view, not contiguous
+        self.assertFalse(xt.is_contiguous())
+        self.assertTrue(torch.equal(gka_attention(xt, sigma.float()), gka_attention(xt.contiguous(), sigma.float())))
+
+    def test_lse_is_not_differentiable(self):
+        x, sigma = inputs(24)
+        y, lse = torch.ops.gka.forward(x.float().requires_grad_(), sigma.float(), -1, 0)
+        self.assertTrue(y.requires_grad)
+        self.assertFalse(lse.requires_grad)
+
+    def test_empty_batch(self):
+        x = torch.zeros(0, 5, 2, 8)
+        sigma = torch.ones(2, requires_grad=True)
+        y = gka_attention(x.requires_grad_(), sigma)
+        self.assertEqual(y.shape, x.shape)
+        y.sum().backward()
+        self.assertTrue(torch.equal(sigma.grad, torch.zeros(2)))
+
+    def test_autocast_runs_in_float32(self):
+        x, sigma = inputs(64, seed=6)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = gka_attention(x.to(torch.bfloat16), sigma.float())
+        self.assertEqual(y.dtype, torch.float32)
+        want = gka_attention(x.to(torch.bfloat16).float(), sigma.float())
+        self.assertTrue(torch.equal(y, want))
+
+
+class Gradcheck(unittest.TestCase):
+    """torch.autograd.gradcheck in double on a tiny shape. The kernels are float32
+    only, so (1) the reference itself is gradchecked (its autograd gradients,
+    which the tests above hold the kernels to, against finite differences), and
+    (2) libgka's backward is gradchecked as the analytic gradient of the double
+    reference's forward: finite differences in double, the analytic Jacobian
+    from gka::backward in float32, hence float32-sized tolerances there."""
+
+    shape = dict(b=1, t=6, h=2, d=3)
+
+    def test_reference_gradcheck(self):
+        for window in WINDOWS:
+            with self.subTest(window=window):
+                x, sigma = inputs(seed=7, **self.shape)
+                x.requires_grad_(), sigma.requires_grad_()
+                self.assertTrue(torch.autograd.gradcheck(
+                    lambda a, s: gka_forward_reference(a, s, window)[0], (x, sigma)))
+
+    def test_gka_backward_gradcheck_against_reference(self):
+        class KernelGradientOfReference(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, sigma, window):
+                ctx.save_for_backward(x, sigma)
+                ctx.window = window
+                return gka_forward_reference(x, sigma, window)[0]
+
+            @staticmethod
+            def backward(ctx, dy):
+                x, sigma = ctx.saved_tensors
+                xf, sf = x.float(), sigma.float()
+                y, lse = torch.ops.gka.forward(xf, sf, *ctx.window)
+                dx, dsigma = torch.ops.gka.backward(xf, sf, y, lse, dy.float(), *ctx.window)
+                return dx.double(), dsigma.double(), None
+
+        for window in WINDOWS:
+            with self.subTest(window=window):
+                x, sigma = inputs(seed=8, **self.shape)
+                x.requires_grad_(), sigma.requires_grad_()
+                self.assertTrue(torch.autograd.gradcheck(
+                    lambda a, s: KernelGradientOfReference.apply(a, s, window), (x, sigma),
+                    eps=1e-6, atol=1e-5, rtol=1e-4))
+
+
+class Errors(unittest.TestCase):
+    def setUp(self):
+        self.x, self.sigma = (t.float() for t in inputs(8, b=1, t=5, h=2))
+
+    def test_wrong_dtype(self):
+        with self.assertRaisesRegex(TypeError, "float32"):
+            gka_attention(self.x.double(), self.sigma)
+        with self.assertRaisesRegex(TypeError, "sigma must be float32"):
+            gka_attention(self.x, self.sigma.half())
+
+    def test_wrong_shape(self):
+        with self.assertRaisesRegex(ValueError, r"x must be \[batch, seq_len, heads, head_dim\]"):
+            gka_attention(self.x[0], self.sigma)
+        with self.assertRaisesRegex(ValueError, r"sigma must be \[heads\] = \[2\]"):
+            gka_attention(self.x, torch.ones(3))
+
+    def test_bad_sigma_values(self):
+        for bad in (0.0, -1.0, float("nan"), float("inf")):
+            with self.subTest(sigma=bad), self.assertRaisesRegex(ValueError, "each sigma must be finite and > 0"):
+                gka_attention(self.x, torch.tensor([1.0, bad]))
+
+    def test_bad_window(self):
+        with self.assertRaisesRegex(ValueError, "window left must be an int >= -1"):
+            gka_attention(self.x, self.sigma, (-2, 0))
+        with self.assertRaisesRegex(TypeError, "window must be a pair"):
+            gka_attention(self.x, self.sigma, 3)
+
+    def test_wrong_device(self):
+        with self.assertRaisesRegex(ValueError, "CPU or a CUDA device"):
+            gka_attention(self.x.to("meta"), self.sigma.to("meta"))
+
+    def test_cuda_without_entry_points(self):
+        if gka_torch.has_cuda():
+            self.skipTest("this libgka has CUDA entry points")
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():  # CUDA tensors' metadata, no GPU needed
+            x, sigma = torch.empty(1, 5, 2, 8, device="cuda"), torch.ones(2, device="cuda")
+            with self.assertRaisesRegex(NotImplementedError, "has no CUDA entry points"):
+                gka_attention(x, sigma)
+
+
+class Registration(unittest.TestCase):
+    def test_opcheck(self):
+        # Schema, fake (meta) implementation, autograd registration and
+        # AOTAutograd dispatch, as torch.library checks them.
+        x, sigma = (t.float() for t in inputs(24, b=1, t=9, h=2))
+        for window in ((-1, 0), (2, 2)):
+            with self.subTest(window=window):
+                torch.library.opcheck(torch.ops.gka.forward.default,
+                                      (x.clone().requires_grad_(), sigma.clone().requires_grad_(), *window))
+                y, lse = torch.ops.gka.forward(x, sigma, *window)
+                torch.library.opcheck(torch.ops.gka.backward.default, (x, sigma, y, lse, torch.randn_like(x), *window))
+
+
+class Compile(unittest.TestCase):
+    """torch.compile(fullgraph=True) sees gka::forward and gka::backward as one
+    opaque op each: no graph break, and compiled results equal eager ones."""
+
+    @staticmethod
+    def step(x, sigma, w):
+        y = gka_attention(torch.tanh(x), sigma, window=(3, 0))
+        return (y @ w).square().mean()
+
+    def args(self):
+        x, sigma = (t.float() for t in inputs(24, seed=9))
+        w = torch.randn(24, 24, generator=torch.Generator().manual_seed(10))
+        return x.requires_grad_(), sigma.requires_grad_(), w
+
+    def check_against_eager(self, compiled):
+        x, sigma, w = self.args()
+        loss = self.step(x, sigma, w)
+        dx, ds = torch.autograd.grad(loss, (x, sigma))
+        closs = compiled(x, sigma, w)
+        cdx, cds = torch.autograd.grad(closs, (x, sigma))
+        torch.testing.assert_close(closs, loss, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(cdx, dx, rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(cds, ds, rtol=1e-4, atol=1e-7)
+
+    def test_one_graph_with_opaque_ops(self):
+        torch._dynamo.reset()
+        from functorch.compile import make_boxed_func
+        from torch._dynamo.backends.common import aot_autograd
+        forward_graphs, backward_graphs = [], []
+
+        def keep(store):
+            def compiler(gm, example_inputs):
+                store.append(gm)
+                return make_boxed_func(gm.forward)
+            return compiler
+
+        explained = torch._dynamo.explain(self.step)(*self.args())
+        self.assertEqual(explained.graph_break_count, 0, explained.break_reasons)
+        self.assertEqual(explained.graph_count, 1)
+
+        backend = aot_autograd(fw_compiler=keep(forward_graphs), bw_compiler=keep(backward_graphs))
+        self.check_against_eager(torch.compile(self.step, fullgraph=True, backend=backend))
+
+        def gka_calls(gm):
+            return [n.target for n in gm.graph.nodes if n.op == "call_function" and "gka" in str(n.target)]
+        self.assertEqual(gka_calls(forward_graphs[0]), [torch.ops.gka.forward.default])
+        self.assertEqual(gka_calls(backward_graphs[0]), [torch.ops.gka.backward.default])
+
+    @unittest.skipIf(os.environ.get("GKA_TORCH_SKIP_INDUCTOR") == "1", "GKA_TORCH_SKIP_INDUCTOR=1")
+    def test_inductor(self):
+        # The default backend generates and compiles C++ for the ops around ours.
+        torch._dynamo.reset()
+        self.check_against_eager(torch.compile(self.step, fullgraph=True))
+
+
+if __name__ == "__main__":
+    print(f"torch {torch.__version__}, libgka {gka_torch.library_path} ({gka_torch.cpu_family()}), "
+          f"CUDA entry points: {gka_torch.has_cuda()}", file=sys.stderr)
+    unittest.main()
