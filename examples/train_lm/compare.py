@@ -58,6 +58,10 @@ def plot(logs, path):
         steps = [int(r["step"]) for r in log]
         ax.plot(steps, [float(r["train_loss"]) for r in log], color=color, label=f"{name} train")
         ax.plot(steps, [float(r["val_loss"]) for r in log], color=color, linestyle="--", label=f"{name} validation")
+    # Zoom past the first steps' drop from log(256) to where the models differ.
+    later = [float(r[k]) for log in logs.values() for r in log[1:] for k in ("train_loss", "val_loss")]
+    if later:
+        ax.set_ylim(min(later) - 0.1, max(later) + 0.1)
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats per byte)")
     ax.set_title("Byte-level LM: GKA vs dot-product attention")
