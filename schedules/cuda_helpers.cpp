@@ -31,6 +31,9 @@ void schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim) {
     Stage sum = s.sum.update(), stats = s.stats.update();
     sum.reorder(v.d, s.window);
     if (constant_d) {
+        // Constant indices everywhere the accumulators are touched, or they
+        // become a local-memory array.
+        sum_out.unroll(v.d);
         s.sum.unroll(v.d);
         sum.unroll(v.d);
         s.sum.bound_extent(v.d, constant_head_dim(head_dim));
