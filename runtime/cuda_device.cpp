@@ -96,7 +96,7 @@ void load_driver() {
     if (lib == nullptr) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
     if (lib == nullptr) {
         const char *why = dlerror();
-        driver_error = std::string("no CUDA driver: cannot load libcuda.so.1 (") + (why ? why : "not found") + ")";
+        driver_error = std::string("no CUDA driver: cannot load libcuda.so.1 or libcuda.so (") + (why ? why : "not found") + ")";
         return;
     }
     bool complete = true;
