@@ -127,7 +127,7 @@ void load_driver() {
     }
     // The register cap of the driver's PTX JIT, which Halide reads when it loads
     // the kernels (its default is 64). The CUDA kernels keep a thread's D
-    // accumulators in registers: ptxas gives the D=64 forward 127 registers with
+    // accumulators in registers: ptxas gives the D=64 forward 128 registers with
     // no spills, where a cap of 64 spills 672 bytes a thread. 255, the most a
     // thread can have: these kernels run one thread per token, so the problem
     // bounds occupancy before the register file does. The environment wins.
