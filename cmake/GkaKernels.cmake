@@ -4,6 +4,10 @@ set(GKA_FAMILIES generic avx2 avx512)
 set(GKA_TARGET_generic x86-64-linux-sse41)
 set(GKA_TARGET_avx2 x86-64-linux-sse41-avx-f16c-fma-avx2)
 set(GKA_TARGET_avx512 x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake)
+# The CUDA family: PTX for compute capability 8.0 (A100), which the driver JIT-
+# compiles for the GPU it runs on (H100/H200 included). Its kernels take a
+# user_context, through which libgka passes the caller's stream.
+set(GKA_TARGET_cuda x86-64-linux-sse41-cuda-cuda_capability_80-user_context)
 set(GKA_KERNELS gka_forward gka_backward)
 # Head dims compiled with constant loops; "any" serves every other head dim.
 set(GKA_HEAD_DIMS 64 128 any)

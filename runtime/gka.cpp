@@ -14,6 +14,7 @@
 #include "HalideRuntime.h"
 #include "block_cache.h"
 #include "cpu_families.h"
+#include "internal.h"
 
 namespace {
 
@@ -95,8 +96,18 @@ const CpuFamily *current_family() {
 // The kernels index buffers with 32-bit integers.
 constexpr int64_t max_elements = INT32_MAX;
 
+}  // namespace
+
+namespace gka::internal {
+
+gka_status fail(gka_status status, std::string message) { return ::fail(status, std::move(message)); }
+void clear_error() { last_error.clear(); }
+const std::string &last_message() { return last_error; }
+void initialize_once() { std::call_once(initialized, initialize); }
+
 gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
-                           std::initializer_list<std::pair<const void *, const char *>> pointers) {
+                           std::initializer_list<std::pair<const void *, const char *>> pointers,
+                           bool sigma_on_host) {
     if (s.batch < 1 || s.seq_len < 1 || s.heads < 1 || s.head_dim < 1) {
         return fail(GKA_ERR_INVALID_ARGUMENT, "shape (batch=" + std::to_string(s.batch) +
                                                   ", seq_len=" + std::to_string(s.seq_len) +
@@ -111,7 +122,7 @@ gka_status check_arguments(const gka_shape &s, const gka_window &w, const float 
         return fail(GKA_ERR_INVALID_ARGUMENT, "window (" + std::to_string(w.left) + ", " +
                                                   std::to_string(w.right) + "): left and right must be >= -1");
     }
-    for (int64_t h = 0; h < s.heads; h++) {
+    for (int64_t h = 0; sigma_on_host && h < s.heads; h++) {
         if (!std::isfinite(sigma[h]) || !(sigma[h] > 0.0f)) {
             return fail(GKA_ERR_INVALID_ARGUMENT, "sigma[" + std::to_string(h) + "] = " + std::to_string(sigma[h]) +
                                                       ": each sigma must be finite and > 0");
@@ -125,15 +136,18 @@ gka_status check_arguments(const gka_shape &s, const gka_window &w, const float 
     return GKA_OK;
 }
 
-// The window as the kernels take it: int32, a span wider than the sequence
-// meaning unbounded, as -1 does.
-struct KernelWindow {
-    int32_t left, right;
-};
 KernelWindow kernel_window(const gka_window &w, int64_t seq_len) {
     auto clamp = [&](int64_t span) { return span < 0 ? -1 : int32_t(std::min(span, seq_len)); };
     return {clamp(w.left), clamp(w.right)};
 }
+
+}  // namespace gka::internal
+
+namespace {
+
+using gka::internal::check_arguments;
+using gka::internal::kernel_window;
+using gka::internal::KernelWindow;
 
 Buffer<float, 4> features(const float *p, const gka_shape &s) {
     return Buffer<float, 4>(const_cast<float *>(p), int(s.head_dim), int(s.heads), int(s.seq_len), int(s.batch));

@@ -26,6 +26,8 @@ using namespace Halide;
 Knobs backward_knobs(const Target &target, const std::string &overrides) {
     Knobs k = [&] {
         switch (family_of(target)) {
+        case Family::Cuda:
+            return cuda_backward_knobs();
         case Family::Avx512:
             return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_block", 64}, {"key_tile", 6},
                           {"query_block", 64}, {"d_block", 64}});
@@ -38,13 +40,14 @@ Knobs backward_knobs(const Target &target, const std::string &overrides) {
         }
     }();
     k.override_with(overrides);
-    if (k["band"] % k["query_tile"] != 0 || k["band"] % k["key_tile"] != 0) {
+    if (family_of(target) != Family::Cuda && (k["band"] % k["query_tile"] != 0 || k["band"] % k["key_tile"] != 0)) {
         throw std::invalid_argument("gka schedule: band must be a multiple of query_tile and key_tile");
     }
     return k;
 }
 
 void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target) {
+    if (family_of(target) == Family::Cuda) return schedule_backward_cuda(p, k);
     const int vec = k["vector"];
     const Vars &v = p.v;
 

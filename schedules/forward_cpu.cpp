@@ -28,6 +28,8 @@ using namespace Halide;
 Knobs forward_knobs(const Target &target, const std::string &overrides) {
     Knobs k = [&] {
         switch (family_of(target)) {
+        case Family::Cuda:
+            return cuda_forward_knobs();
         // 32 vector registers: 24 accumulators (6 queries x 4 vectors) in each GEMM.
         case Family::Avx512:
             return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_tile", 64}, {"d_block", 64}});
@@ -39,11 +41,12 @@ Knobs forward_knobs(const Target &target, const std::string &overrides) {
         }
     }();
     k.override_with(overrides);
-    if (k["band"] % k["query_tile"] != 0) throw std::invalid_argument("gka schedule: band must be a multiple of query_tile");
+    if (family_of(target) != Family::Cuda && k["band"] % k["query_tile"] != 0) throw std::invalid_argument("gka schedule: band must be a multiple of query_tile");
     return k;
 }
 
 void schedule_forward(ForwardPipeline &p, const Knobs &k, const Target &target) {
+    if (family_of(target) == Family::Cuda) return schedule_forward_cuda(p, k);
     const int vec = k["vector"], qt = k["query_tile"], kt = k["key_tile"];
     const Vars &v = p.v;
     RVar ko("ko"), ki("ki");

@@ -19,4 +19,11 @@ void schedule_forward(ForwardPipeline &p, const Knobs &k, const Halide::Target &
 Knobs backward_knobs(const Halide::Target &target, const std::string &overrides);
 void schedule_backward(BackwardPipeline &p, const Knobs &k, const Halide::Target &target);
 
+// The CUDA family's knobs and schedules (forward_cuda.cpp, backward_cuda.cpp),
+// which the entry points above call for a target with a GPU feature.
+Knobs cuda_forward_knobs();
+void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k);
+Knobs cuda_backward_knobs();
+void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k);
+
 }  // namespace gka

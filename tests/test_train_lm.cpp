@@ -69,6 +69,12 @@ std::vector<uint8_t> repeated_text(size_t bytes) {
     return text;
 }
 
+lm::Model tiny_model(const char *attention, int head_dim, uint64_t seed) {
+    lm::ModelConfig config;
+    config.attention = attention, config.layers = 2, config.heads = 2, config.head_dim = head_dim;
+    return lm::Model(config, seed);
+}
+
 }  // namespace
 
 TEST_CASE("train_lm attention layers match finite differences", "[train_lm]") {
@@ -86,9 +92,7 @@ TEST_CASE("train_lm attention layers match finite differences", "[train_lm]") {
 TEST_CASE("train_lm model gradient matches finite differences", "[train_lm]") {
     for (const char *kind : {"gka", "dot"}) {
         SECTION(kind) {
-            lm::ModelConfig config;
-            config.attention = kind, config.layers = 2, config.heads = 2, config.head_dim = 8;
-            lm::Model model(config, 3);
+            lm::Model model = tiny_model(kind, 8, 3);
             const AttentionShape shape{2, 9, 2, 8, {-1, 0}};
             lm::Rng rng(5);
             const lm::Batch batch = lm::random_batch(repeated_text(400), shape.batch, shape.seq, rng);
@@ -104,9 +108,7 @@ TEST_CASE("train_lm model gradient matches finite differences", "[train_lm]") {
 TEST_CASE("train_lm: a few steps reduce the loss", "[train_lm]") {
     for (const char *kind : {"gka", "dot"}) {
         SECTION(kind) {
-            lm::ModelConfig config;
-            config.attention = kind, config.layers = 2, config.heads = 2, config.head_dim = 16;
-            lm::Model model(config, 1);
+            lm::Model model = tiny_model(kind, 16, 1);
             const AttentionShape shape{4, 32, 2, 16, {7, 0}};
             const std::vector<uint8_t> text = repeated_text(4000);
             const std::vector<Param *> params = model.params();

@@ -2,7 +2,7 @@
  *
  * Layouts are FlashAttention's (see GKA.md): x, y, dy, dx are [B][T][H][D]
  * float32, C-contiguous; lse is [B][H][T]; sigma and dsigma are [H]. All
- * pointers are host memory. The window is FlashAttention's (left, right), -1
+ * pointers are host memory, except in the *_cuda calls (device memory). The window is FlashAttention's (left, right), -1
  * meaning unbounded: (-1,-1) full, (-1,0) causal, (W-1,0) causal sliding window.
  *
  * Every call validates its arguments before touching any output. On failure it
@@ -69,6 +69,29 @@ GKA_API const char *gka_kernel_knobs(const char *family, const char *pass, int64
  * number of cores, unless set here. */
 GKA_API int gka_num_threads(void);
 GKA_API gka_status gka_set_num_threads(int threads);
+
+/* CUDA. The same passes on NVIDIA GPUs: every pointer (sigma and dsigma
+ * included) is device memory of the CUDA context current on the calling thread
+ * (device 0's primary context if none is), and the work is enqueued on
+ * `stream` (a CUstream / cudaStream_t; NULL = the legacy default stream): the
+ * call returns before the results are ready, and the caller synchronizes as
+ * for its own kernels. Shapes, windows and pointers are validated as in the
+ * host calls, before anything is enqueued; sigma's values are NOT checked (they
+ * live on the device: a sigma <= 0 or non-finite gives non-finite outputs).
+ * libgka does not link the CUDA driver: it opens libcuda on the first device
+ * call, and returns GKA_ERR_DEVICE with the driver's message if there is no
+ * driver or device, or if a kernel fails to launch. Deterministic, as the CPU
+ * kernels are (no atomics); the CUDA and CPU results agree to float rounding. */
+GKA_API gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma,
+                                    float *y, float *lse, void *stream);
+GKA_API gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma,
+                                     const float *y, const float *lse, const float *dy, float *dx, float *dsigma,
+                                     void *stream);
+/* 1 if this libgka has the CUDA kernels compiled in. */
+GKA_API int gka_cuda_compiled(void);
+/* 1 if the CUDA kernels can run here (driver loaded, cuInit succeeded, a device
+ * present); 0 otherwise, with gka_last_error() saying why. */
+GKA_API int gka_cuda_available(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,266 @@
+// libgka's device entry points: the CUDA kernels on the caller's device
+// memory, in the caller's current CUDA context, on the caller's stream.
+//
+// libgka does not link libcuda: the driver is opened (dlopen) when a device
+// entry point or gka_cuda_available() is first called, so the library loads and
+// its CPU paths run on machines without a GPU or a driver. Halide's CUDA runtime
+// (linked in, as for the CPU kernels) finds the driver's symbols in the process.
+//
+// Halide's context and stream hooks are replaced once: every kernel runs in the
+// context current on the calling thread (the primary context a framework such
+// as PyTorch makes current), or device 0's primary context if none is, and
+// enqueues on the stream passed to the call, carried by the kernels' user_context.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#include "HalideRuntime.h"
+#include "HalideRuntimeCuda.h"
+#include "gka/gka.h"
+#include "gka_kernel_headers.h"
+#include "internal.h"
+
+namespace {
+
+using gka::internal::fail;
+
+// The few driver calls libgka makes itself (cuda.h is not needed to build).
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = void *;
+struct Driver {
+    CUresult (*cuInit)(unsigned);
+    CUresult (*cuDeviceGetCount)(int *);
+    CUresult (*cuDeviceGet)(CUdevice *, int);
+    CUresult (*cuCtxGetCurrent)(CUcontext *);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*cuGetErrorString)(CUresult, const char **);
+};
+Driver driver{};
+std::string driver_error;  // why the driver or a device is unusable; "" = usable
+std::once_flag driver_loaded;
+
+std::string driver_message(const char *call, CUresult code) {
+    const char *text = nullptr;
+    if (driver.cuGetErrorString == nullptr || driver.cuGetErrorString(code, &text) != 0 || text == nullptr) {
+        text = "unknown error";
+    }
+    return std::string(call) + " failed: " + text + " (CUresult " + std::to_string(code) + ")";
+}
+
+// The stream of the call in progress, handed to Halide's hooks as user_context.
+struct CallContext {
+    void *stream;
+};
+
+int acquire_context(void *, void **ctx, bool create) {
+    CUcontext current = nullptr;
+    if (driver.cuCtxGetCurrent(&current) == 0 && current != nullptr) {
+        *ctx = current;
+        return halide_error_code_success;
+    }
+    if (!create) {
+        *ctx = nullptr;
+        return halide_error_code_success;
+    }
+    // No current context on this thread: device 0's primary context, the one
+    // the CUDA runtime API (and so PyTorch) uses, retained once for the process.
+    static CUcontext primary = nullptr;
+    static std::once_flag retained;
+    static CUresult status = 0;
+    std::call_once(retained, [] {
+        CUdevice dev = 0;
+        status = driver.cuDeviceGet(&dev, 0);
+        if (status == 0) status = driver.cuDevicePrimaryCtxRetain(&primary, dev);
+    });
+    if (status != 0) {
+        halide_error(nullptr, driver_message("cuDevicePrimaryCtxRetain", status).c_str());
+        return halide_error_code_gpu_device_error;
+    }
+    *ctx = primary;
+    return halide_error_code_success;
+}
+
+int release_context(void *) { return halide_error_code_success; }
+
+int get_stream(void *user_context, void *, void **stream) {
+    *stream = user_context ? static_cast<CallContext *>(user_context)->stream : nullptr;
+    return halide_error_code_success;
+}
+
+void load_driver() {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr) {
+        const char *why = dlerror();
+        driver_error = std::string("no CUDA driver: cannot load libcuda.so.1 or libcuda.so (") + (why ? why : "not found") + ")";
+        return;
+    }
+    bool complete = true;
+    auto bind = [&](auto &fn, const char *name) {
+        fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name));
+        complete = complete && fn != nullptr;
+    };
+    bind(driver.cuInit, "cuInit");
+    bind(driver.cuDeviceGetCount, "cuDeviceGetCount");
+    bind(driver.cuDeviceGet, "cuDeviceGet");
+    bind(driver.cuCtxGetCurrent, "cuCtxGetCurrent");
+    bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain_v2");
+    if (driver.cuDevicePrimaryCtxRetain == nullptr) bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    bind(driver.cuGetErrorString, "cuGetErrorString");
+    if (!complete) {
+        driver_error = "the CUDA driver (libcuda) lacks an entry point libgka needs";
+        return;
+    }
+    if (CUresult r = driver.cuInit(0); r != 0) {
+        driver_error = "no usable CUDA device: " + driver_message("cuInit", r);
+        return;
+    }
+    int count = 0;
+    if (CUresult r = driver.cuDeviceGetCount(&count); r != 0 || count < 1) {
+        driver_error = r != 0 ? "no usable CUDA device: " + driver_message("cuDeviceGetCount", r)
+                              : std::string("no usable CUDA device: the driver reports none");
+        return;
+    }
+    // The register cap of the driver's PTX JIT, which Halide reads when it loads
+    // the kernels (its default is 64). The CUDA kernels keep a thread's D
+    // accumulators in registers: ptxas gives the D=64 forward 128 registers with
+    // no spills, where a cap of 64 spills 672 bytes a thread. 255, the most a
+    // thread can have: these kernels run one thread per token, so the problem
+    // bounds occupancy before the register file does. The environment wins.
+    setenv("HL_CUDA_JIT_MAX_REGISTERS", "255", 0);
+    halide_set_cuda_acquire_context(acquire_context);
+    halide_set_cuda_release_context(release_context);
+    halide_set_cuda_get_stream(get_stream);
+    // Freed device scratch goes back to a per-stream cache instead of cuMemFree,
+    // which would synchronize the device in the middle of the caller's stream.
+    halide_reuse_device_allocations(nullptr, true);
+}
+
+// True if the kernels can run; else records the reason as the call's error.
+bool device_ready() {
+    gka::internal::initialize_once();
+    std::call_once(driver_loaded, load_driver);
+    if (driver_error.empty()) return true;
+    fail(GKA_ERR_DEVICE, driver_error);
+    return false;
+}
+
+using CudaForward = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, int32_t, int32_t, halide_buffer_t *,
+                            halide_buffer_t *);
+using CudaBackward = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                             halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, halide_buffer_t *);
+struct CudaKernels {
+    int head_dim;
+    CudaForward forward;
+    CudaBackward backward;
+};
+// GKA_HEAD_DIMS (cmake/GkaKernels.cmake): the fixed head dims, then any.
+const CudaKernels cuda_kernels[] = {
+    {64, gka_forward_cuda_d64, gka_backward_cuda_d64},
+    {128, gka_forward_cuda_d128, gka_backward_cuda_d128},
+    {0, gka_forward_cuda_any, gka_backward_cuda_any},
+};
+const CudaKernels &for_head_dim(int64_t d) {
+    for (const CudaKernels &k : cuda_kernels) {
+        if (k.head_dim == d || k.head_dim == 0) return k;
+    }
+    return cuda_kernels[2];
+}
+
+// A view of caller device memory: no host side, nothing to copy, nothing owned.
+struct DeviceBuffer {
+    halide_dimension_t dims[4];
+    halide_buffer_t buf{};
+
+    DeviceBuffer(const float *p, std::initializer_list<int64_t> extents) {
+        int i = 0, stride = 1;
+        for (int64_t e : extents) {
+            dims[i] = halide_dimension_t(0, int32_t(e), stride);
+            stride *= int32_t(e);
+            i++;
+        }
+        buf.type = halide_type_t(halide_type_float, 32);
+        buf.dimensions = i;
+        buf.dim = dims;
+        buf.host = nullptr;
+        wrapped = halide_cuda_wrap_device_ptr(nullptr, &buf, uint64_t(uintptr_t(p))) == 0;
+    }
+    ~DeviceBuffer() {
+        if (wrapped) halide_cuda_detach_device_ptr(nullptr, &buf);
+    }
+    DeviceBuffer(const DeviceBuffer &) = delete;
+    DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+    bool wrapped = false;
+};
+
+gka_status from_halide(int code, const char *kernel) {
+    if (code == 0) return GKA_OK;
+    std::string message = std::string(kernel) + " (cuda): error " + std::to_string(code) + ": " +
+                          gka::internal::last_message();
+    if (code == halide_error_code_out_of_memory || code == halide_error_code_device_malloc_failed) {
+        return fail(GKA_ERR_OUT_OF_MEMORY, message);
+    }
+    return fail(GKA_ERR_DEVICE, message);
+}
+
+}  // namespace
+
+extern "C" {
+
+int gka_cuda_compiled(void) { return 1; }
+
+int gka_cuda_available(void) {
+    gka::internal::clear_error();
+    return device_ready() ? 1 : 0;
+}
+
+gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
+                            float *lse, void *stream) {
+    gka::internal::clear_error();
+    if (gka_status s = gka::internal::check_arguments(shape, window, sigma,
+                                                      {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}}, false);
+        s != GKA_OK) {
+        return s;
+    }
+    if (!device_ready()) return GKA_ERR_DEVICE;
+    const int64_t D = shape.head_dim, H = shape.heads, T = shape.seq_len, B = shape.batch;
+    DeviceBuffer xb(x, {D, H, T, B}), sb(sigma, {H}), yb(y, {D, H, T, B}), lb(lse, {T, H, B});
+    for (const DeviceBuffer *b : {&xb, &sb, &yb, &lb}) {
+        if (!b->wrapped) return fail(GKA_ERR_DEVICE, "gka_forward_cuda: " + gka::internal::last_message());
+    }
+    const auto w = gka::internal::kernel_window(window, T);
+    CallContext call{stream};
+    int code = for_head_dim(D).forward(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf);
+    return from_halide(code, "gka_forward_cuda");
+}
+
+gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma,
+                             const float *y, const float *lse, const float *dy, float *dx, float *dsigma,
+                             void *stream) {
+    gka::internal::clear_error();
+    if (gka_status s = gka::internal::check_arguments(shape, window, sigma,
+                                                      {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"},
+                                                       {dy, "dy"}, {dx, "dx"}, {dsigma, "dsigma"}},
+                                                      false);
+        s != GKA_OK) {
+        return s;
+    }
+    if (!device_ready()) return GKA_ERR_DEVICE;
+    const int64_t D = shape.head_dim, H = shape.heads, T = shape.seq_len, B = shape.batch;
+    DeviceBuffer xb(x, {D, H, T, B}), sb(sigma, {H}), yb(y, {D, H, T, B}), lb(lse, {T, H, B}),
+        dyb(dy, {D, H, T, B}), dxb(dx, {D, H, T, B}), dsb(dsigma, {H});
+    for (const DeviceBuffer *b : {&xb, &sb, &yb, &lb, &dyb, &dxb, &dsb}) {
+        if (!b->wrapped) return fail(GKA_ERR_DEVICE, "gka_backward_cuda: " + gka::internal::last_message());
+    }
+    const auto w = gka::internal::kernel_window(window, T);
+    CallContext call{stream};
+    int code = for_head_dim(D).backward(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right,
+                                        &dxb.buf, &dsb.buf);
+    return from_halide(code, "gka_backward_cuda");
+}
+
+}  // extern "C"

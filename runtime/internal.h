@@ -1,0 +1,34 @@
+// What libgka's host entry points (gka.cpp) share with its device entry points
+// (cuda_device.cpp): errors, one-time initialization, argument validation.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "gka/gka.h"
+
+namespace gka::internal {
+
+// Records `message` as this thread's gka_last_error() and returns `status`.
+gka_status fail(gka_status status, std::string message);
+void clear_error();
+const std::string &last_message();  // also what Halide's error handler recorded
+// Installs Halide's error handler and reads the environment, once.
+void initialize_once();
+
+// Shape, NULL pointers, window, sigma (only if it is host memory: device memory
+// is never read here) and the kernels' 32-bit index limit.
+gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
+                           std::initializer_list<std::pair<const void *, const char *>> pointers,
+                           bool sigma_on_host = true);
+
+// The window as the kernels take it: int32, a span wider than the sequence
+// meaning unbounded, as -1 does.
+struct KernelWindow {
+    int32_t left, right;
+};
+KernelWindow kernel_window(const gka_window &w, int64_t seq_len);
+
+}  // namespace gka::internal

@@ -1,0 +1,41 @@
+// Scheduling idioms shared by the GKA kernels' CUDA schedules (forward_cuda.cpp,
+// backward_cuda.cpp).
+#pragma once
+
+#include "../generators/gka_math.h"
+
+namespace gka::cuda {
+
+// Every Func a CUDA pipeline computes runs on the device: a Func left without a
+// GPU loop would run on the host and make Halide copy device buffers there.
+
+// A per-token Func f(t, h, b) (and its update over the head dim, if any): one
+// thread per token, blocks of `threads` tokens by head and batch.
+void schedule_token_rows(Halide::Func f, const Vars &v, int threads);
+
+// A reduction over a band's window (Mask), `sum` (d, offset, band, h, b) with
+// its scalar companion `stats` (offset, band, h, b): one block per (band, head,
+// batch), one thread per band offset. Each thread walks its window serially,
+// the head dim innermost (unrolled when it is a compile-time constant, so the
+// accumulators can stay in registers across the window), and `stats` is fused
+// into the same loop (compute_with): every pair term is computed once, by one
+// thread, in a fixed order. No atomics: results are deterministic.
+// Pair terms are computed per key at `pair_level()`.
+struct BandSum {
+    Halide::Func sum, stats;
+    Halide::RVar window;
+    Halide::LoopLevel pair_level() const { return Halide::LoopLevel(sum, window); }
+};
+void schedule_band_sum(BandSum s, const Vars &v, const Halide::Expr &head_dim);
+
+// A pair term f(j, i, h, b) computed per pair at `at`; a dot product over the
+// head dim (an update over `rd`) is unrolled when the head dim is constant.
+void schedule_pair_term(Halide::Func f, const Halide::LoopLevel &at);
+void schedule_pair_dot(Halide::Func f, const Halide::RDom &rd, const Halide::LoopLevel &at,
+                       const Halide::Expr &head_dim);
+
+// An output (d, h, t, b): threads over 32 head-dim elements x tokens_per_block
+// tokens, blocks of tokens by head and batch; wider head dims loop in the thread.
+void schedule_token_output(Halide::Func out, const Vars &v, int tokens_per_block);
+
+}  // namespace gka::cuda

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The prepared GPU check. On a machine with an NVIDIA GPU and driver, with this
+# repository's sources and the build tree made elsewhere (build/) copied over,
+# run from the repository root:
+#     tests/gpu/check.sh [results.md]          (default build/gpu-check/results.md)
+# It builds nothing and fetches nothing. Steps, each under a timeout (about
+# 4 minutes in all at most): the GPU tests (gka_cuda_tests), the benchmark
+# (gka_bench_cuda), and, if `import torch` works here, PyTorch SDPA fp32 on the
+# folded problem for the same shapes. Results and logs go to the results file.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${GKA_BUILD:-$root/build}
+out=${1:-$build/gpu-check/results.md}
+mkdir -p "$(dirname "$out")"
+log() { echo "$*" | tee -a "$out"; }
+: > "$out"
+log "# GKA GPU check, $(date -u +%Y-%m-%dT%H:%MZ), $(hostname)"
+log ""
+log '```'
+(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv 2>&1 || echo "nvidia-smi: not available") | tee -a "$out"
+log '```'
+status=0
+
+log ""
+log "## GPU tests (tests/gpu/test_cuda.cpp)"
+log '```'
+timeout 100 "$build/tests/gka_cuda_tests" 2>&1 | tail -40 | tee -a "$out"
+rc=${PIPESTATUS[0]}
+log '```'
+log "exit status $rc (0 passed, 77 skipped, 124 timed out)"
+[ "$rc" = 0 ] || status=1
+
+log ""
+log "## Benchmark (tests/gpu/bench_cuda.cpp)"
+timeout 100 "$build/tests/gka_bench_cuda" --out "$out.bench" --min-seconds 0.15 > "$out.bench.log" 2>&1
+rc=$?
+if [ -s "$out.bench" ]; then cat "$out.bench" >> "$out"; else cat "$out.bench.log" >> "$out"; fi
+log "exit status $rc"
+[ "$rc" = 0 ] || status=1
+
+log ""
+log "## PyTorch SDPA fp32 on the folded problem"
+python=${PYTHON:-python3}
+if timeout 30 "$python" -c "import torch" 2>/dev/null; then
+  timeout 60 "$python" "$root/tests/gpu/sdpa_folded.py" --out "$out.sdpa" > "$out.sdpa.log" 2>&1
+  rc=$?
+  if [ -s "$out.sdpa" ]; then cat "$out.sdpa" >> "$out"; else tail -20 "$out.sdpa.log" >> "$out"; fi
+  log "exit status $rc"
+else
+  log "skipped: \`$python -c 'import torch'\` fails on this machine"
+fi
+echo "results: $out"
+exit $status
