@@ -32,11 +32,11 @@ void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.x};
     const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.x};
     for (auto [sum, terms] : {std::pair{by_query, &p.by_query}, std::pair{by_key, &p.by_key}}) {
-        cuda::schedule_band_sum(sum, v, p.head_dim);
-        cuda::schedule_pair_term(terms->dscore, sum.pair_level());
-        cuda::schedule_pair_term(terms->prob, sum.pair_level());
-        cuda::schedule_pair_dot(terms->scores.dot, terms->scores.rd, sum.pair_level(), p.head_dim);
-        cuda::schedule_pair_dot(terms->dprob, terms->scores.rd, sum.pair_level(), p.head_dim);
+        const cuda::PairLevel pairs = cuda::schedule_band_sum(sum, v, p.head_dim);
+        cuda::schedule_pair_term(terms->dscore, pairs);
+        cuda::schedule_pair_term(terms->prob, pairs);
+        cuda::schedule_pair_dot(terms->scores.dot, terms->scores.rd, pairs, p.head_dim);
+        cuda::schedule_pair_dot(terms->dprob, terms->scores.rd, pairs, p.head_dim);
     }
 
     // dsigma: one block per head, one thread summing every token in order.

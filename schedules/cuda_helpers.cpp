@@ -15,43 +15,80 @@ void schedule_token_rows(Func f, const Vars &v, int threads) {
     }
 }
 
-void schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim) {
-    const bool constant_d = constant_head_dim(head_dim) > 0;
+PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int key_tile, Func staged) {
+    const int constant_d = constant_head_dim(head_dim);
     // What the consumers read: wrappers written once per thread, at the end.
     Func sum_out = s.sum.in(), stats_out = s.stats.in();
     sum_out.compute_root().reorder(v.d, v.offset, v.band, v.h, v.b).gpu_blocks(v.band, v.h, v.b).gpu_threads(v.offset);
     stats_out.compute_root().reorder(v.offset, v.band, v.h, v.b).gpu_blocks(v.band, v.h, v.b).gpu_threads(v.offset);
     stats_out.compute_with(sum_out, v.offset);
-    // The sums themselves: per thread, in registers (for any head dim, a
-    // per-thread slice of a device scratch buffer: only a constant size fits
-    // in registers).
-    const LoopLevel thread(sum_out, v.offset);
-    s.sum.compute_at(thread).store_in(constant_d ? MemoryType::Register : MemoryType::Auto);
-    s.stats.compute_at(thread).store_in(MemoryType::Register);
     Stage sum = s.sum.update(), stats = s.stats.update();
-    sum.reorder(v.d, s.window);
-    if (constant_d) {
+    for (Func f : {s.sum, s.stats}) {
+        f.bound_extent(v.band, 1).bound_extent(v.h, 1).bound_extent(v.b, 1);
+    }
+    // The sums themselves, in registers (for any head dim, a per-thread slice
+    // of a device scratch buffer: only a constant size fits in registers).
+    const MemoryType accumulators = constant_d > 0 ? MemoryType::Register : MemoryType::Auto;
+    s.stats.store_in(MemoryType::Register);
+    s.sum.store_in(accumulators);
+    PairLevel pairs;
+    if (key_tile > 0 && constant_d > 0) {
+        // Accumulators allocated for the block (one warp: band must be 32) and
+        // striped over its lanes (gpu_lanes: each lane owns one offset's
+        // registers), so that the tile loop can sit between the block and its
+        // lanes; the tile lives in shared memory.
+        const LoopLevel block(sum_out, v.band);
+        RVar ko("ko"), ki("ki");
+        sum_out.gpu_lanes(v.offset);
+        stats_out.gpu_lanes(v.offset);
+        s.sum.compute_at(block).gpu_lanes(v.offset);
+        s.stats.compute_at(block).gpu_lanes(v.offset);
+        sum.split(s.window, ko, ki, key_tile, TailStrategy::GuardWithIf).reorder(v.offset, v.d, ki, ko).gpu_lanes(v.offset);
+        stats.split(s.window, ko, ki, key_tile, TailStrategy::GuardWithIf).reorder(v.offset, ki, ko).gpu_lanes(v.offset);
+        stats.compute_with(sum, ki);
+        const std::vector<Var> a = staged.args();  // (d, h, t, b)
+        Var dt("dt"), dto("dto"), dti("dti");
+        staged.compute_at(s.sum, ko)
+            .store_in(MemoryType::GPUShared)
+            .bound_extent(a[2], key_tile)
+            .reorder(a[0], a[2], a[1], a[3])
+            .fuse(a[0], a[2], dt)
+            .split(dt, dto, dti, 32, TailStrategy::GuardWithIf)  // the warp reads 32 consecutive floats
+            .gpu_lanes(dti);
+        if (constant_d > 0) staged.bound_extent(a[0], constant_d);
+        pairs = {LoopLevel(s.sum, ki), 32};
+    } else {
+        const LoopLevel thread(sum_out, v.offset);
+        s.sum.compute_at(thread);
+        s.stats.compute_at(thread);
+        for (Func f : {s.sum, s.stats}) f.bound_extent(v.offset, 1);
+        sum.reorder(v.d, s.window);
+        stats.compute_with(sum, s.window);
+        pairs = {LoopLevel(s.sum, s.window), 0};
+    }
+    if (constant_d > 0) {
         // Constant indices everywhere the accumulators are touched, or they
         // become a local-memory array.
         sum_out.unroll(v.d);
         s.sum.unroll(v.d);
         sum.unroll(v.d);
-        s.sum.bound_extent(v.d, constant_head_dim(head_dim));
+        s.sum.bound_extent(v.d, constant_d);
     }
-    for (Func f : {s.sum, s.stats}) {
-        f.bound_extent(v.offset, 1).bound_extent(v.band, 1).bound_extent(v.h, 1).bound_extent(v.b, 1);
-    }
-    stats.compute_with(sum, s.window);
+    return pairs;
 }
 
-// One pair a thread at a time: a scalar in a register.
-void schedule_pair_term(Func f, const LoopLevel &at) {
+// One pair a thread at a time, a scalar in a register; or one pair a lane.
+void schedule_pair_term(Func f, const PairLevel &at) {
     const std::vector<Var> a = f.args();  // (j, i, h, b)
-    f.compute_at(at).store_in(MemoryType::Register);
-    for (const Var &x : a) f.bound_extent(x, 1);
+    f.compute_at(at.at).store_in(MemoryType::Register);
+    for (const Var &x : a) f.bound_extent(x, x.same_as(a[1]) && at.lanes ? at.lanes : 1);
+    if (at.lanes) {
+        f.reorder_storage(a[1], a[0], a[2], a[3]).gpu_lanes(a[1]);  // a lane's slot: its offset
+        for (int u = 0; u < f.num_update_definitions(); u++) f.update(u).reorder(a[1], a[0]).gpu_lanes(a[1]);
+    }
 }
 
-void schedule_pair_dot(Func f, const RDom &rd, const LoopLevel &at, const Expr &head_dim) {
+void schedule_pair_dot(Func f, const RDom &rd, const PairLevel &at, const Expr &head_dim) {
     schedule_pair_term(f, at);
     if (constant_head_dim(head_dim) > 0) f.update().unroll(rd.x);
 }

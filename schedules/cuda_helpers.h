@@ -15,23 +15,30 @@ void schedule_token_rows(Halide::Func f, const Vars &v, int threads);
 
 // A reduction over a band's window (Mask), `sum` (d, offset, band, h, b) with
 // its scalar companion `stats` (offset, band, h, b): one block per (band, head,
-// batch), one thread per band offset. Each thread walks its window serially,
-// the head dim innermost (unrolled when it is a compile-time constant, so the
-// accumulators can stay in registers across the window), and `stats` is fused
-// into the same loop (compute_with): every pair term is computed once, by one
-// thread, in a fixed order. No atomics: results are deterministic.
-// Pair terms are computed per key at `pair_level()`.
+// batch), one thread per band offset. Each thread keeps its accumulators in
+// registers (the head dim unrolled when it is a compile-time constant) and
+// `stats` is fused into the same loop (compute_with): every pair term is
+// computed once, by one thread, in a fixed order. No atomics: results are
+// deterministic. With key_tile > 0 and a constant head dim, the block is one
+// warp (band = 32), the window is walked by tiles of key_tile tokens, and `staged`, the per-token rows every thread reads (a wrapper of
+// the features made with Func::in), is copied into shared memory once a tile
+// by all threads together; with 0, each thread reads the rows from global
+// memory itself. Returns where pair terms are computed.
 struct BandSum {
     Halide::Func sum, stats;
     Halide::RVar window;
-    Halide::LoopLevel pair_level() const { return Halide::LoopLevel(sum, window); }
 };
-void schedule_band_sum(BandSum s, const Vars &v, const Halide::Expr &head_dim);
+struct PairLevel {
+    Halide::LoopLevel at;
+    int lanes;  // 0: one pair a thread; else the pairs of `lanes` offsets (i), one a lane
+};
+PairLevel schedule_band_sum(BandSum s, const Vars &v, const Halide::Expr &head_dim, int key_tile = 0,
+                                    Halide::Func staged = Halide::Func());
 
 // A pair term f(j, i, h, b) computed per pair at `at`; a dot product over the
 // head dim (an update over `rd`) is unrolled when the head dim is constant.
-void schedule_pair_term(Halide::Func f, const Halide::LoopLevel &at);
-void schedule_pair_dot(Halide::Func f, const Halide::RDom &rd, const Halide::LoopLevel &at,
+void schedule_pair_term(Halide::Func f, const PairLevel &at);
+void schedule_pair_dot(Halide::Func f, const Halide::RDom &rd, const PairLevel &at,
                        const Halide::Expr &head_dim);
 
 // An output (d, h, t, b): threads over 32 head-dim elements x tokens_per_block

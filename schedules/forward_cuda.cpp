@@ -1,22 +1,23 @@
 // CUDA schedule of the GKA forward (generators/gka_forward.h).
 //
-// One block per (band of queries, head, batch), one thread per query: each
-// thread walks its band's key window serially and keeps its D accumulators of
-// sum_j exp(s_ij) x_j (and the row sum, fused into the same loop) in
-// registers, the head-dim loops unrolled when D is a compile-time constant.
-// Threads of a warp read the same key at the same time (one broadcast load
-// from L1 per warp); the score's dot product and the exponential are computed
-// once per pair, by the thread that owns the query. y and lse are then written
-// by two small element-wise kernels. No atomics: results are deterministic.
+// One block per (band of 32 queries, head, batch): one warp, one query a lane.
+// The band's key window is walked by tiles of key_tile keys; each tile's rows
+// (keys for the score, values for the sum: the same features) are copied into
+// shared memory by the whole warp, coalesced, then every lane reads each key
+// as a broadcast. Each lane keeps its query's D accumulators of
+// sum_j exp(s_ij) x_j and its row sum (fused into the same loop) in registers:
+// the block-level allocation is striped over the lanes (gpu_lanes), which is
+// what lets the tile loop sit between the block and its lanes. The score's dot
+// product and the exponential are computed once per pair, by the lane that
+// owns the query. y and lse are then written by two small element-wise kernels.
+// No atomics: results are deterministic. The "any head dim" variant keeps the
+// untiled form (accumulators in registers need a constant D): one thread per
+// query reading keys from global memory.
 //
-// What this first schedule does not do yet (see README, "CUDA"): key tiles are
-// not staged in shared memory, and a thread holds one query, so the key loads
-// are not amortized over a register tile of queries. Halide places a Func
-// computed inside a reduction that runs per thread in that thread's registers
-// or local memory, never in shared memory; staging shared key tiles needs the
-// reduction at block level with its accumulators striped over warp lanes
-// (gpu_lanes, as Halide's apps/conv_layer does), which is the next step.
-// Unmeasured: no GPU was available when it was written.
+// ptxas (sm_80, scripts/cuda_ptxas_report.py): D=64 main kernel 133
+// registers, no spills, 8 KiB of shared memory a block. Unmeasured: no GPU was
+// available when it was written. Next: a register tile of several queries a
+// lane, so that each key read from shared memory feeds more than one FMA pair.
 #include "cuda_helpers.h"
 #include "schedule_helpers.h"
 #include "schedules.h"
@@ -27,18 +28,26 @@ using namespace Halide;
 
 Knobs cuda_forward_knobs() {
     // band: queries a block (one a thread); 64 = two warps, a multiple of the warp.
-    return Knobs({{"band", 64}, {"output_tokens", 8}});
+    // band: queries a block, one a lane: one warp. key_tile: keys a
+    // shared-memory tile (0: no tile, each thread reads its keys from global
+    // memory, and band may be any multiple of 32).
+    return Knobs({{"band", 32}, {"key_tile", 32}, {"output_tokens", 8}});
 }
 
 void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
+    if (k["key_tile"] > 0 && k["band"] != 32) {
+        throw std::invalid_argument("gka CUDA schedule: shared key tiles need band:32 (a block is one warp)");
+    }
     const Vars &v = p.v;
     cuda::schedule_token_rows(p.scores.sqnorm, v, 128);
     if (constant_head_dim(p.head_dim) > 0) p.scores.sqnorm.update().unroll(p.scores.rd.x);
 
-    const cuda::BandSum sum{p.weighted_sum, p.row_sum, p.keys.x};
-    cuda::schedule_band_sum(sum, v, p.head_dim);
-    cuda::schedule_pair_term(p.weight, sum.pair_level());
-    cuda::schedule_pair_dot(p.scores.dot, p.scores.rd, sum.pair_level(), p.head_dim);
+    // The keys' rows, read by the score (as keys) and by the sum (as values).
+    Func key_rows = p.x.in({p.scores.key_features, p.weighted_sum});
+    const cuda::PairLevel pairs = cuda::schedule_band_sum({p.weighted_sum, p.row_sum, p.keys.x}, v, p.head_dim,
+                                                    k["key_tile"], key_rows);
+    cuda::schedule_pair_term(p.weight, pairs);
+    cuda::schedule_pair_dot(p.scores.dot, p.scores.rd, pairs, p.head_dim);
 
     cuda::schedule_token_output(p.y, v, k["output_tokens"]);
     Var to("to"), ti("ti");
