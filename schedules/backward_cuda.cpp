@@ -1,15 +1,20 @@
 // CUDA schedule of the GKA backward (generators/gka_backward.h).
 //
 // The two passes of the CPU schedule, each shaped like the CUDA forward
-// (forward_cuda.cpp): one block per band, one thread per token.
-// - by query: each thread walks the keys of its query's band and keeps
-//   sum_j dS_ij x_j (registers) and the scalar sums of dS and dS*s (fused);
-// - by key: each thread walks the queries of its key's band and keeps
-//   sum_i dS_ij x_i / sigma^2 + P_ij dy_i and sum_i dS_ij.
+// (forward_cuda.cpp): one warp per band of 32 tokens, one token a lane, the
+// rows the band walks staged in shared memory a tile at a time, accumulators
+// in registers striped over the lanes.
+// - by query: each lane walks the keys of its query's band (x_j staged) and
+//   keeps sum_j dS_ij x_j and the scalar sums of dS and dS*s (fused);
+// - by key: each lane walks the queries of its key's band (x_i and dy_i
+//   staged) and keeps sum_i dS_ij x_i / sigma^2 + P_ij dy_i and sum_i dS_ij.
 // dx is then an element-wise kernel, and dsigma one block per head summing the
 // query pass's dS*s over every token in a fixed order. Every output element is
 // written by one thread in a fixed order: no atomics, deterministic results.
-// Same limits as the forward (no shared-memory key tiles yet); unmeasured.
+// ptxas (sm_80): D=64 131 and 133 registers, no spills, 8 and 16 KiB of shared
+// memory a block. Unmeasured: no GPU was available when it was written.
+#include <tuple>
+
 #include "cuda_helpers.h"
 #include "schedule_helpers.h"
 #include "schedules.h"
@@ -18,7 +23,7 @@ namespace gka {
 
 using namespace Halide;
 
-Knobs cuda_backward_knobs() { return Knobs({{"band", 64}, {"output_tokens", 8}}); }
+Knobs cuda_backward_knobs() { return Knobs({{"band", 32}, {"key_tile", 32}, {"output_tokens", 8}}); }
 
 void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     const Vars &v = p.v;
@@ -29,10 +34,18 @@ void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
         if (constant_d) s->sqnorm.update().unroll(s->rd.x);
     }
 
-    const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.x};
-    const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.x};
-    for (auto [sum, terms] : {std::pair{by_query, &p.by_query}, std::pair{by_key, &p.by_key}}) {
-        const cuda::PairLevel pairs = cuda::schedule_band_sum(sum, v, p.head_dim);
+    if (k["key_tile"] > 0 && k["band"] != 32) {
+        throw std::invalid_argument("gka CUDA schedule: shared key tiles need band:32 (a block is one warp)");
+    }
+    // The rows each direction walks, staged a tile at a time: the keys' x in
+    // the query direction; the queries' x and dy in the key direction.
+    const std::vector<Func> key_rows{p.x.in({p.by_query.scores.key_features, p.query_sum})};
+    const std::vector<Func> query_rows{p.x.in({p.by_key.scores.query_features, p.key_sum}),
+                                       p.dy.in({p.by_key.dprob, p.key_sum})};
+    const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.x, 1};
+    const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.x, 0};
+    for (auto [sum, terms, rows] : {std::tuple{by_query, &p.by_query, key_rows}, std::tuple{by_key, &p.by_key, query_rows}}) {
+        const cuda::PairLevel pairs = cuda::schedule_band_sum(sum, v, p.head_dim, k["key_tile"], rows);
         cuda::schedule_pair_term(terms->dscore, pairs);
         cuda::schedule_pair_term(terms->prob, pairs);
         cuda::schedule_pair_dot(terms->scores.dot, terms->scores.rd, pairs, p.head_dim);

@@ -15,7 +15,8 @@ void schedule_token_rows(Func f, const Vars &v, int threads) {
     }
 }
 
-PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int key_tile, Func staged) {
+PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int key_tile,
+                            const std::vector<Func> &staged) {
     const int constant_d = constant_head_dim(head_dim);
     // What the consumers read: wrappers written once per thread, at the end.
     Func sum_out = s.sum.in(), stats_out = s.stats.in();
@@ -46,17 +47,19 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
         sum.split(s.window, ko, ki, key_tile, TailStrategy::GuardWithIf).reorder(v.offset, v.d, ki, ko).gpu_lanes(v.offset);
         stats.split(s.window, ko, ki, key_tile, TailStrategy::GuardWithIf).reorder(v.offset, ki, ko).gpu_lanes(v.offset);
         stats.compute_with(sum, ki);
-        const std::vector<Var> a = staged.args();  // (d, h, t, b)
-        Var dt("dt"), dto("dto"), dti("dti");
-        staged.compute_at(s.sum, ko)
-            .store_in(MemoryType::GPUShared)
-            .bound_extent(a[2], key_tile)
-            .reorder(a[0], a[2], a[1], a[3])
-            .fuse(a[0], a[2], dt)
-            .split(dt, dto, dti, 32, TailStrategy::GuardWithIf)  // the warp reads 32 consecutive floats
-            .gpu_lanes(dti);
-        if (constant_d > 0) staged.bound_extent(a[0], constant_d);
-        pairs = {LoopLevel(s.sum, ki), 32};
+        for (Func rows : staged) {
+            const std::vector<Var> a = rows.args();  // (d, h, t, b)
+            Var dt("dt"), dto("dto"), dti("dti");
+            rows.compute_at(s.sum, ko)
+                .store_in(MemoryType::GPUShared)
+                .bound_extent(a[0], constant_d)
+                .bound_extent(a[2], key_tile)
+                .reorder(a[0], a[2], a[1], a[3])
+                .fuse(a[0], a[2], dt)
+                .split(dt, dto, dti, 32, TailStrategy::GuardWithIf)  // the warp reads 32 consecutive floats
+                .gpu_lanes(dti);
+        }
+        pairs = {LoopLevel(s.sum, ki), 32, s.own_token};
     } else {
         const LoopLevel thread(sum_out, v.offset);
         s.sum.compute_at(thread);
@@ -64,7 +67,7 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
         for (Func f : {s.sum, s.stats}) f.bound_extent(v.offset, 1);
         sum.reorder(v.d, s.window);
         stats.compute_with(sum, s.window);
-        pairs = {LoopLevel(s.sum, s.window), 0};
+        pairs = {LoopLevel(s.sum, s.window), 0, s.own_token};
     }
     if (constant_d > 0) {
         // Constant indices everywhere the accumulators are touched, or they
@@ -81,10 +84,11 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
 void schedule_pair_term(Func f, const PairLevel &at) {
     const std::vector<Var> a = f.args();  // (j, i, h, b)
     f.compute_at(at.at).store_in(MemoryType::Register);
-    for (const Var &x : a) f.bound_extent(x, x.same_as(a[1]) && at.lanes ? at.lanes : 1);
+    const Var own = a[at.own_token], other = a[1 - at.own_token];
+    for (const Var &x : a) f.bound_extent(x, x.same_as(own) && at.lanes ? at.lanes : 1);
     if (at.lanes) {
-        f.reorder_storage(a[1], a[0], a[2], a[3]).gpu_lanes(a[1]);  // a lane's slot: its offset
-        for (int u = 0; u < f.num_update_definitions(); u++) f.update(u).reorder(a[1], a[0]).gpu_lanes(a[1]);
+        f.reorder_storage(own, other, a[2], a[3]).gpu_lanes(own);  // a lane's slot: its token
+        for (int u = 0; u < f.num_update_definitions(); u++) f.update(u).reorder(own, other).gpu_lanes(own);
     }
 }
 

@@ -44,8 +44,8 @@ void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
 
     // The keys' rows, read by the score (as keys) and by the sum (as values).
     Func key_rows = p.x.in({p.scores.key_features, p.weighted_sum});
-    const cuda::PairLevel pairs = cuda::schedule_band_sum({p.weighted_sum, p.row_sum, p.keys.x}, v, p.head_dim,
-                                                    k["key_tile"], key_rows);
+    const cuda::PairLevel pairs = cuda::schedule_band_sum({p.weighted_sum, p.row_sum, p.keys.x, 1}, v, p.head_dim,
+                                                          k["key_tile"], {key_rows});
     cuda::schedule_pair_term(p.weight, pairs);
     cuda::schedule_pair_dot(p.scores.dot, p.scores.rd, pairs, p.head_dim);
 
