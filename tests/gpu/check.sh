@@ -3,10 +3,11 @@
 # repository's sources and the build tree made elsewhere (build/) copied over,
 # run from the repository root:
 #     tests/gpu/check.sh [results.md]          (default build/gpu-check/results.md)
-# It builds nothing and fetches nothing. Steps, each under a timeout (about
-# 4 minutes in all at most): the GPU tests (gka_cuda_tests), the benchmark
-# (gka_bench_cuda), and, if `import torch` works here, PyTorch SDPA fp32 on the
-# folded problem for the same shapes. Results and logs go to the results file.
+# It builds nothing and fetches nothing. Steps, each under a timeout (280 s in
+# all at most): the GPU tests (gka_cuda_tests), the benchmark (gka_bench_cuda),
+# and, if `import torch` works here, PyTorch SDPA fp32 on the folded problem for
+# the same shapes and gka_torch on CUDA tensors. Results and logs go to the
+# results file.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GKA_BUILD:-$root/build}
@@ -24,7 +25,7 @@ status=0
 log ""
 log "## GPU tests (tests/gpu/test_cuda.cpp)"
 log '```'
-timeout 100 "$build/tests/gka_cuda_tests" 2>&1 | tail -40 | tee -a "$out"
+timeout 80 "$build/tests/gka_cuda_tests" 2>&1 | tail -40 | tee -a "$out"
 rc=${PIPESTATUS[0]}
 log '```'
 log "exit status $rc (0 passed, 77 skipped, 124 timed out)"
@@ -32,7 +33,7 @@ log "exit status $rc (0 passed, 77 skipped, 124 timed out)"
 
 log ""
 log "## Benchmark (tests/gpu/bench_cuda.cpp)"
-timeout 100 "$build/tests/gka_bench_cuda" --out "$out.bench" --min-seconds 0.15 > "$out.bench.log" 2>&1
+timeout 90 "$build/tests/gka_bench_cuda" --out "$out.bench" --min-seconds 0.15 > "$out.bench.log" 2>&1
 rc=$?
 if [ -s "$out.bench" ]; then cat "$out.bench" >> "$out"; else cat "$out.bench.log" >> "$out"; fi
 log "exit status $rc"
@@ -41,11 +42,19 @@ log "exit status $rc"
 log ""
 log "## PyTorch SDPA fp32 on the folded problem"
 python=${PYTHON:-python3}
-if timeout 30 "$python" -c "import torch" 2>/dev/null; then
-  timeout 60 "$python" "$root/tests/gpu/sdpa_folded.py" --out "$out.sdpa" > "$out.sdpa.log" 2>&1
+if timeout 15 "$python" -c "import torch" 2>/dev/null; then
+  timeout 50 "$python" "$root/tests/gpu/sdpa_folded.py" --out "$out.sdpa" > "$out.sdpa.log" 2>&1
   rc=$?
   if [ -s "$out.sdpa" ]; then cat "$out.sdpa" >> "$out"; else tail -20 "$out.sdpa.log" >> "$out"; fi
   log "exit status $rc"
+  log ""
+  log "## gka_torch on CUDA tensors (tests/python/test_gka_torch.py CudaTensors)"
+  GKA_LIBRARY="$build/runtime/libgka.so" PYTHONPATH="$root/python" \
+    timeout 45 "$python" "$root/tests/python/test_gka_torch.py" CudaTensors -v > "$out.torch.log" 2>&1
+  rc=$?
+  tail -5 "$out.torch.log" >> "$out"
+  log "exit status $rc"
+  [ "$rc" = 0 ] || status=1
 else
   log "skipped: \`$python -c 'import torch'\` fails on this machine"
 fi

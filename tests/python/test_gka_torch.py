@@ -135,6 +135,34 @@ class ForwardBackward(unittest.TestCase):
         self.assertTrue(torch.equal(y, want))
 
 
+@unittest.skipUnless(torch.cuda.is_available() and gka_torch.has_cuda(),
+                     "needs a CUDA device and a libgka with CUDA entry points")
+class CudaTensors(unittest.TestCase):
+    """CUDA tensors go to gka_forward_cuda / gka_backward_cuda on torch's current
+    stream (tests/gpu/check.sh runs this class on a GPU machine)."""
+
+    def test_forward_and_gradients_match_reference(self):
+        stream = torch.cuda.Stream()  # not the default one: the op must follow torch's current stream
+        for d in HEAD_DIMS:
+            for window in WINDOWS:
+                with self.subTest(d=d, window=window):
+                    x, sigma = inputs(d, seed=7)
+                    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+                    xr, sr = x.clone().requires_grad_(), sigma.clone().requires_grad_()
+                    want_y = gka_forward_reference(xr, sr, window)[0]
+                    (want_y * dy).sum().backward()
+                    with torch.cuda.stream(stream):
+                        xc = x.float().cuda().requires_grad_()
+                        sc = sigma.float().cuda().requires_grad_()
+                        y = gka_attention(xc, sc, window)
+                        (y * dy.float().cuda()).sum().backward()
+                    stream.synchronize()
+                    self.assertEqual(y.device.type, "cuda")
+                    self.assertLess(rel_err(y.cpu(), want_y.detach()), RTOL)
+                    self.assertLess(rel_err(xc.grad.cpu(), xr.grad), RTOL)
+                    self.assertLess(rel_err(sc.grad.cpu(), sr.grad), RTOL)
+
+
 class Gradcheck(unittest.TestCase):
     """torch.autograd.gradcheck in double on a tiny shape. The kernels are float32
     only, so (1) the reference itself is gradchecked (its autograd gradients,
