@@ -52,8 +52,9 @@ inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *d
     return t;
 }
 
+// key_block, query_block: the tokens a block of each direction's windows (Mask::window).
 inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy, Expr head_dim,
-                            Expr batch, const Mask &mask, Func dx, Func dsigma) {
+                            Expr batch, const Mask &mask, int key_block, int query_block, Func dx, Func dsigma) {
     const Vars &v = p.v;
     p.head_dim = head_dim;
     p.mask = mask;
@@ -69,7 +70,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
     const Expr inv_var = 2.0f * p.by_query.scores.inv_two_var(v.h);
 
     // Query direction: the keys of each query band.
-    p.keys = mask.window("k");
+    p.keys = mask.window("k", key_block);
     {
         const Expr query = mask.token(v.band, v.offset);
         const Expr key = mask.key_in_window(p.keys, v.band);
@@ -82,7 +83,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
                                                          ds * t.scores.score(key, query, v.h, v.b)};
     }
     // Key direction: the queries of each key band.
-    p.queries = mask.window("q");
+    p.queries = mask.window("q", query_block);
     {
         const Expr key = mask.token(v.band, v.offset);
         const Expr query = mask.query_in_window(p.queries, v.band);

@@ -13,15 +13,16 @@ struct ForwardPipeline {
     Mask mask;
     Func x;                             // features, clamped past T (d, h, t, b)
     Scores scores;
-    RDom keys;                          // the window of a band (Mask::key_in_window)
+    RDom keys;                          // the window of a band by blocks (Mask::key_in_window)
     Func weight{"weight"};              // exp(s_ij), 0 where masked       (j, i, h, b)
     Func weighted_sum{"weighted_sum"};  // sum_j exp(s_ij) x_j   (d, offset, band, h, b)
     Func row_sum{"row_sum"};            // sum_j exp(s_ij)          (offset, band, h, b)
     Func y, lse;                        // the outputs
 };
 
-inline void define_forward(ForwardPipeline &p, Func x, Func sigma, Expr head_dim, const Mask &mask, Func y,
-                           Func lse) {
+// key_block: the keys a block of a band's window (Mask::window).
+inline void define_forward(ForwardPipeline &p, Func x, Func sigma, Expr head_dim, const Mask &mask, int key_block,
+                           Func y, Func lse) {
     const Vars &v = p.v;
     p.head_dim = head_dim;
     p.mask = mask;
@@ -29,7 +30,7 @@ inline void define_forward(ForwardPipeline &p, Func x, Func sigma, Expr head_dim
     p.scores = gaussian_scores(p.x, sigma, head_dim, v);
     p.weight(v.j, v.i, v.h, v.b) = Halide::select(mask.allowed(v.i, v.j), Halide::exp(p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);
 
-    p.keys = mask.window("k");
+    p.keys = mask.window("k", key_block);
     const Expr query = mask.token(v.band, v.offset);
     const Expr key = mask.key_in_window(p.keys, v.band);
     p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b) * p.x(v.d, v.h, key, v.b);

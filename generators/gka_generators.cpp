@@ -69,7 +69,7 @@ public:
 
         const gka::Knobs k = gka::forward_knobs(get_target(), knobs);
         gka::ForwardPipeline p;
-        gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, k["band"]), y, lse);
+        gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, k["band"]), k["key_tile"], y, lse);
         if (using_autoscheduler()) {
             const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
             estimate_features(x, d);
@@ -110,7 +110,7 @@ public:
         const gka::Knobs k = gka::backward_knobs(get_target(), knobs);
         gka::BackwardPipeline p;
         gka::define_backward(p, x, sigma, y, lse, dy, head_dim, batch, gka::Mask(left, right, seq_len, k["band"]),
-                             dx, dsigma);
+                             k["key_block"], k["query_block"], dx, dsigma);
         if (using_autoscheduler()) {
             const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
             for (auto *buf : {&x, &y, &dy}) estimate_features(*buf, d);

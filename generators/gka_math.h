@@ -25,10 +25,14 @@ struct Vars {
 // Sums run over bands of band_size consecutive tokens. The keys any query of a
 // band may attend lie in one window of at most band_size + left_span + right_span
 // keys, so a reduction domain of that uniform extent, placed per band, covers
-// them, and the band's last allowed key bounds it above. Pair terms of a band
-// that its window holds but the mask excludes are zero (the weights carry the
-// mask); everything outside the band's window is never visited. A window of W
-// costs O(T * (W + band_size)), never O(T^2).
+// them. The domain goes by blocks of `block` tokens, and the band's last allowed
+// key bounds it twice: whole blocks past it (a predicate on the block alone,
+// which Halide places outside everything computed per block, tiles included),
+// and keys past it within the last block. Pair terms of a band that its window
+// holds but the mask excludes are zero (the weights carry the mask); everything
+// outside the band's window is never visited. A window of W costs
+// O(T * (W + band_size + block)), never O(T^2); causal attention visits the
+// blocks at or below the diagonal only.
 struct Mask {
     Expr seq_len, left_span, right_span;
     int band_size = 1;
@@ -48,21 +52,26 @@ struct Mask {
 
     Expr token(const Expr &band, const Expr &offset) const { return band * band_size + offset; }
 
-    // A domain over the window of a band, r in [0, window_extent()).
-    RDom window(const char *name) const { return RDom(0, window_extent(), name); }
-    // The r-th key attended by the queries of `band`; bounds `r` to the band's last key.
+    // A domain over the window of a band, by blocks: r.x within a block of
+    // `block` tokens, r.y the block; r.y * block + r.x in [0, window_extent()).
+    RDom window(const char *name, int block) const {
+        return RDom(0, block, 0, (window_extent() + block - 1) / block, name);
+    }
+    // The key at r of the window of the queries of `band`; bounds r to the band's last key.
     Expr key_in_window(RDom &r, const Expr &band) const {
         return in_window(r, Halide::max(band * band_size - left_span, 0), band * band_size + band_size - 1 + right_span);
     }
-    // The r-th query attending the keys of `band`; bounds `r` to the band's last query.
+    // The query at r of the window of the keys of `band`; bounds r to the band's last query.
     Expr query_in_window(RDom &r, const Expr &band) const {
         return in_window(r, Halide::max(band * band_size - right_span, 0), band * band_size + band_size - 1 + left_span);
     }
 
 private:
     Expr in_window(RDom &r, const Expr &first, const Expr &last) const {
-        r.where(first + r <= Halide::min(last, seq_len - 1));
-        return first + r;
+        const Expr last_token = Halide::min(last, seq_len - 1), block_start = r.y * r.x.extent();
+        r.where(block_start <= last_token - first);  // the block: skipped whole past the last token
+        r.where(first + block_start + r.x <= last_token);
+        return first + block_start + r.x;
     }
 };
 

@@ -59,8 +59,8 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
     // By query: tiles vectorized over keys j, unrolled over queries i.
     {
         const int qt = k["query_tile"], kb = k["key_block"];
-        BandSum sum{p.query_sum, p.query_stats, p.keys.x, RVar("ko"), RVar("ki")};
-        schedule_band_sum(sum, v, p.head_dim, vec, qt, kb, k["d_block"]);
+        BandSum sum{p.query_sum, p.query_stats, p.keys.y, p.keys.x};
+        schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"]);
         // Per key block: keys transposed for the score and dP GEMMs, and their values.
         block_copy(p.by_query.scores.key_features, {p.by_query.scores.dot, p.by_query.dprob}, sum.block_level(), true,
                    vec);
@@ -74,8 +74,8 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
     // By key: tiles vectorized over queries i, unrolled over keys j.
     {
         const int kt = k["key_tile"], qb = k["query_block"];
-        BandSum sum{p.key_sum, p.key_stats, p.queries.x, RVar("qo"), RVar("qi")};
-        schedule_band_sum(sum, v, p.head_dim, vec, kt, qb, k["d_block"]);
+        BandSum sum{p.key_sum, p.key_stats, p.queries.y, p.queries.x};
+        schedule_band_sum(sum, v, p.head_dim, vec, kt, k["d_block"]);
         // Per query block: queries and their dy transposed for the GEMMs, and both as values.
         block_copy(p.by_key.scores.query_features, {p.by_key.scores.dot}, sum.block_level(), true, vec);
         block_copy(p.dy, {p.by_key.dprob}, sum.block_level(), true, vec);

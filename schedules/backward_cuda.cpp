@@ -23,7 +23,8 @@ namespace gka {
 
 using namespace Halide;
 
-Knobs cuda_backward_knobs() { return Knobs({{"band", 32}, {"key_tile", 32}, {"output_tokens", 8}}); }
+// key_block / query_block: the tokens a block of each direction's windows, staged in shared memory.
+Knobs cuda_backward_knobs() { return Knobs({{"band", 32}, {"key_block", 32}, {"query_block", 32}, {"output_tokens", 8}}); }
 
 void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     const Vars &v = p.v;
@@ -34,7 +35,7 @@ void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
         if (constant_d) s->sqnorm.update().unroll(s->rd.x);
     }
 
-    if (k["key_tile"] > 0 && k["band"] != 32) {
+    if (k["band"] != 32 && constant_d) {
         throw std::invalid_argument("gka CUDA schedule: shared key tiles need band:32 (a block is one warp)");
     }
     // The rows each direction walks, staged a tile at a time: the keys' x in
@@ -42,10 +43,11 @@ void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     const std::vector<Func> key_rows{p.x.in({p.by_query.scores.key_features, p.query_sum})};
     const std::vector<Func> query_rows{p.x.in({p.by_key.scores.query_features, p.key_sum}),
                                        p.dy.in({p.by_key.dprob, p.key_sum})};
-    const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.x, 1};
-    const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.x, 0};
-    for (auto [sum, terms, rows] : {std::tuple{by_query, &p.by_query, key_rows}, std::tuple{by_key, &p.by_key, query_rows}}) {
-        const cuda::PairLevel pairs = cuda::schedule_band_sum(sum, v, p.head_dim, k["key_tile"], rows);
+    const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.y, p.keys.x, 1};
+    const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.y, p.queries.x, 0};
+    for (auto [sum, terms, rows, block] : {std::tuple{by_query, &p.by_query, key_rows, k["key_block"]},
+                                           std::tuple{by_key, &p.by_key, query_rows, k["query_block"]}}) {
+        const cuda::PairLevel pairs = cuda::schedule_band_sum(sum, v, p.head_dim, block, rows);
         cuda::schedule_pair_term(terms->dscore, pairs);
         cuda::schedule_pair_term(terms->prob, pairs);
         cuda::schedule_pair_dot(terms->scores.dot, terms->scores.rd, pairs, p.head_dim);

@@ -15,7 +15,7 @@ void schedule_token_rows(Func f, const Vars &v, int threads) {
     }
 }
 
-PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int key_tile,
+PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int block_size,
                             const std::vector<Func> &staged) {
     const int constant_d = constant_head_dim(head_dim);
     // What the consumers read: wrappers written once per thread, at the end.
@@ -33,41 +33,41 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
     s.stats.store_in(MemoryType::Register);
     s.sum.store_in(accumulators);
     PairLevel pairs;
-    if (key_tile > 0 && constant_d > 0) {
+    if (constant_d > 0) {
         // Accumulators allocated for the block (one warp: band must be 32) and
         // striped over its lanes (gpu_lanes: each lane owns one offset's
         // registers), so that the tile loop can sit between the block and its
         // lanes; the tile lives in shared memory.
         const LoopLevel block(sum_out, v.band);
-        RVar ko("ko"), ki("ki");
         sum_out.gpu_lanes(v.offset);
         stats_out.gpu_lanes(v.offset);
         s.sum.compute_at(block).gpu_lanes(v.offset);
         s.stats.compute_at(block).gpu_lanes(v.offset);
-        sum.split(s.window, ko, ki, key_tile, TailStrategy::GuardWithIf).reorder(v.offset, v.d, ki, ko).gpu_lanes(v.offset);
-        stats.split(s.window, ko, ki, key_tile, TailStrategy::GuardWithIf).reorder(v.offset, ki, ko).gpu_lanes(v.offset);
-        stats.compute_with(sum, ki);
+        sum.reorder(v.offset, v.d, s.in_block, s.block).gpu_lanes(v.offset);
+        stats.reorder(v.offset, s.in_block, s.block).gpu_lanes(v.offset);
+        stats.compute_with(sum, s.in_block);
         for (Func rows : staged) {
             const std::vector<Var> a = rows.args();  // (d, h, t, b)
             Var dt("dt"), dto("dto"), dti("dti");
-            rows.compute_at(s.sum, ko)
+            rows.compute_at(s.sum, s.block)
                 .store_in(MemoryType::GPUShared)
                 .bound_extent(a[0], constant_d)
-                .bound_extent(a[2], key_tile)
+                .bound_extent(a[2], block_size)
                 .reorder(a[0], a[2], a[1], a[3])
                 .fuse(a[0], a[2], dt)
                 .split(dt, dto, dti, 32, TailStrategy::GuardWithIf)  // the warp reads 32 consecutive floats
                 .gpu_lanes(dti);
         }
-        pairs = {LoopLevel(s.sum, ki), 32, s.own_token};
+        pairs = {LoopLevel(s.sum, s.in_block), 32, s.own_token};
     } else {
         const LoopLevel thread(sum_out, v.offset);
         s.sum.compute_at(thread);
         s.stats.compute_at(thread);
         for (Func f : {s.sum, s.stats}) f.bound_extent(v.offset, 1);
-        sum.reorder(v.d, s.window);
-        stats.compute_with(sum, s.window);
-        pairs = {LoopLevel(s.sum, s.window), 0, s.own_token};
+        sum.reorder(v.d, s.in_block, s.block);
+        stats.reorder(s.in_block, s.block);
+        stats.compute_with(sum, s.in_block);
+        pairs = {LoopLevel(s.sum, s.in_block), 0, s.own_token};
     }
     if (constant_d > 0) {
         // Constant indices everywhere the accumulators are touched, or they

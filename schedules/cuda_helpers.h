@@ -14,19 +14,21 @@ namespace gka::cuda {
 void schedule_token_rows(Halide::Func f, const Vars &v, int threads);
 
 // A reduction over a band's window (Mask), `sum` (d, offset, band, h, b) with
-// its scalar companion `stats` (offset, band, h, b): one block per (band, head,
-// batch), one thread per band offset. Each thread keeps its accumulators in
-// registers (the head dim unrolled when it is a compile-time constant) and
-// `stats` is fused into the same loop (compute_with): every pair term is
-// computed once, by one thread, in a fixed order. No atomics: results are
-// deterministic. With key_tile > 0 and a constant head dim, the block is one
-// warp (band = 32), the window is walked by tiles of key_tile tokens, and `staged`, the per-token rows every thread reads (wrappers of
-// the features made with Func::in), is copied into shared memory once a tile
-// by all threads together; with 0, each thread reads the rows from global
-// memory itself. Returns where pair terms are computed.
+// its scalar companion `stats` (offset, band, h, b), updated over the window's
+// blocks (`block`, r.y of Mask::window) and the tokens in a block (`in_block`,
+// r.x): one block per (band, head, batch), one thread per band offset. Each
+// thread keeps its accumulators in registers (the head dim unrolled when it is
+// a compile-time constant) and `stats` is fused into the same loop
+// (compute_with): every pair term is computed once, by one thread, in a fixed
+// order. No atomics: results are deterministic. With a constant head dim, the
+// block is one warp (band = 32) and `staged`, the per-token rows every thread
+// reads (wrappers of the features made with Func::in), are copied into shared
+// memory once a window block (of `block_size` tokens) by the whole warp; any
+// other head dim reads the rows from global memory, thread by thread.
+// Returns where pair terms are computed.
 struct BandSum {
     Halide::Func sum, stats;
-    Halide::RVar window;
+    Halide::RVar block, in_block;
     int own_token;  // which argument of a pair term (j, i, h, b) is the band's token: 1 (i) or 0 (j)
 };
 struct PairLevel {
@@ -34,8 +36,8 @@ struct PairLevel {
     int lanes;      // 0: one pair a thread; else the pairs of `lanes` band tokens, one a lane
     int own_token;  // BandSum::own_token
 };
-PairLevel schedule_band_sum(BandSum s, const Vars &v, const Halide::Expr &head_dim, int key_tile = 0,
-                            const std::vector<Halide::Func> &staged = {});
+PairLevel schedule_band_sum(BandSum s, const Vars &v, const Halide::Expr &head_dim, int block_size,
+                            const std::vector<Halide::Func> &staged);
 
 // A pair term f(j, i, h, b) computed per pair at `at`; a dot product over the
 // head dim (an update over `rd`) is unrolled when the head dim is constant.

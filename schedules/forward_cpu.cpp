@@ -49,12 +49,11 @@ void schedule_forward(ForwardPipeline &p, const Knobs &k, const Target &target) 
     if (family_of(target) == Family::Cuda) return schedule_forward_cuda(p, k);
     const int vec = k["vector"], qt = k["query_tile"], kt = k["key_tile"];
     const Vars &v = p.v;
-    RVar ko("ko"), ki("ki");
 
     schedule_sqnorm(p.scores, v, vec);
 
-    BandSum sum{p.weighted_sum, p.row_sum, p.keys.x, ko, ki};
-    schedule_band_sum(sum, v, p.head_dim, vec, qt, kt, k["d_block"]);
+    BandSum sum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
+    schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"]);
     // Per key block: keys transposed for the score GEMM, and their values.
     block_copy(p.scores.key_features, {p.scores.dot}, sum.block_level(), true, vec);
     block_copy(p.x, {sum.sum}, sum.block_level(), false, vec);

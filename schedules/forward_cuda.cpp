@@ -28,14 +28,13 @@ using namespace Halide;
 
 Knobs cuda_forward_knobs() {
     // band: queries a block (one a thread); 64 = two warps, a multiple of the warp.
-    // band: queries a block, one a lane: one warp. key_tile: keys a
-    // shared-memory tile (0: no tile, each thread reads its keys from global
-    // memory, and band may be any multiple of 32).
+    // band: queries a block, one a lane: one warp. key_tile: keys a block of
+    // the window, staged in shared memory.
     return Knobs({{"band", 32}, {"key_tile", 32}, {"output_tokens", 8}});
 }
 
 void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
-    if (k["key_tile"] > 0 && k["band"] != 32) {
+    if (k["band"] != 32 && constant_head_dim(p.head_dim) > 0) {
         throw std::invalid_argument("gka CUDA schedule: shared key tiles need band:32 (a block is one warp)");
     }
     const Vars &v = p.v;
@@ -44,8 +43,8 @@ void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
 
     // The keys' rows, read by the score (as keys) and by the sum (as values).
     Func key_rows = p.x.in({p.scores.key_features, p.weighted_sum});
-    const cuda::PairLevel pairs = cuda::schedule_band_sum({p.weighted_sum, p.row_sum, p.keys.x, 1}, v, p.head_dim,
-                                                          k["key_tile"], {key_rows});
+    const cuda::PairLevel pairs = cuda::schedule_band_sum({p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1}, v,
+                                                          p.head_dim, k["key_tile"], {key_rows});
     cuda::schedule_pair_term(p.weight, pairs);
     cuda::schedule_pair_dot(p.scores.dot, p.scores.rd, pairs, p.head_dim);
 

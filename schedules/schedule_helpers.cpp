@@ -30,17 +30,14 @@ void schedule_sqnorm(Scores &s, const Vars &v, int vec) {
     s.sqnorm.update().reorder(v.t, s.rd.x).vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
 }
 
-void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int block, int d_block) {
+void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int d_block) {
     Var oo = s.micro_block, oi("oi"), dd("dd");
     s.sum.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.band);
     s.stats.compute_root().vectorize(v.offset, vec).parallel(v.band);
 
     Stage sum = s.sum.update(), stats = s.stats.update();
     for (Stage st : {sum, stats}) {
-        st.split(v.offset, oo, oi, tile)
-            .split(s.window, s.block, s.in_block, block, TailStrategy::GuardWithIf)
-            .unroll(oi)
-            .parallel(v.band);
+        st.split(v.offset, oo, oi, tile).unroll(oi).parallel(v.band);
     }
     stats.reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b);
     // A head dim fixed at compile time gets constant, fully unrolled d loops

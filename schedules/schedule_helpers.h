@@ -18,23 +18,22 @@ void block_copy(Halide::Func f, const std::vector<Halide::Func> &consumers, cons
 void schedule_sqnorm(Scores &s, const Vars &v, int vec);
 
 // A reduction over a band's window (Mask): `sum` (d, offset, band, h, b) and its
-// scalar companion `stats` (offset, band, h, b), both updated over `window`.
+// scalar companion `stats` (offset, band, h, b), both updated over the window's
+// blocks (`block`, r.y of Mask::window) and the tokens in a block (`in_block`, r.x).
 struct BandSum {
     Halide::Func sum, stats;
-    Halide::RVar window;
-    Halide::RVar block, in_block;  // names for the window's blocks
+    Halide::RVar block, in_block;
     Halide::Var micro_block{"oo"};   // pair tiles are computed per micro-block: tile_level()
     Halide::LoopLevel tile_level() const { return Halide::LoopLevel(sum, micro_block); }
     Halide::LoopLevel block_level() const { return Halide::LoopLevel(sum, block); }
 };
 
-// The window goes by blocks of `block` elements; in each, every micro-block of
-// `tile` band offsets (pair tiles are computed per micro-block, at `tile_level`)
+// The window goes block by block; in each, every micro-block of `tile` band
+// offsets (pair tiles are computed per micro-block, at `tile_level`)
 // accumulates d_block x tile values (vectorized over d) in registers across the
 // block. A block is thus read once per band, from cache. A head dim fixed at
 // compile time gets fully unrolled d loops.
-void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int block,
-                       int d_block);
+void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int d_block);
 
 // The head dim if the generator fixed it at compile time, else 0.
 int constant_head_dim(const Halide::Expr &head_dim);
