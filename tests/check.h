@@ -34,7 +34,9 @@ struct Report {
 };
 
 Report compare(const gka_ref::Problem &p, const Outputs &out);
-// Runs, compares, and REQUIREs every ratio <= 1.
+// CHECKs every ratio of `r` <= 1, saying what ran (`what`: the family or device) on which problem.
+void check_report(const std::string &what, const gka_ref::Problem &p, const Report &r);
+// Runs on the running CPU family, compares, and checks every ratio <= 1.
 void check_problem(const gka_ref::Problem &p);
 
 // The CPU families this host can run (each is tested, not only the default).
