@@ -14,7 +14,7 @@
 // untiled form (accumulators in registers need a constant D): one thread per
 // query reading keys from global memory.
 //
-// ptxas (sm_80, scripts/cuda_ptxas_report.py): D=64 main kernel 133
+// ptxas (sm_80, scripts/cuda_ptxas_report.py): D=64 main kernel 119
 // registers, no spills, 8 KiB of shared memory a block. Unmeasured: no GPU was
 // available when it was written. Next: a register tile of several queries a
 // lane, so that each key read from shared memory feeds more than one FMA pair.
