@@ -53,8 +53,8 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
 
     p.delta.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
     p.delta.update().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
-    schedule_sqnorm(p.by_query.scores, v, vec);
-    schedule_sqnorm(p.by_key.scores, v, vec);
+    schedule_sqnorm(p.by_query.scores, v, p.head_dim, vec);
+    schedule_sqnorm(p.by_key.scores, v, p.head_dim, vec);
 
     // By query: tiles vectorized over keys j, unrolled over queries i.
     {

@@ -53,7 +53,7 @@ void schedule_forward(ForwardPipeline &p, const Knobs &k, const Target &target) 
     const int vec = k["vector"], qt = k["query_tile"], kt = k["key_tile"];
     const Vars &v = p.v;
 
-    schedule_sqnorm(p.scores, v, vec);
+    schedule_sqnorm(p.scores, v, p.head_dim, vec);
 
     BandSum sum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
     schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"]);

@@ -25,9 +25,21 @@ void block_copy(Func f, const std::vector<Func> &consumers, const LoopLevel &at,
     }
 }
 
-void schedule_sqnorm(Scores &s, const Vars &v, int vec) {
-    s.sqnorm.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
-    s.sqnorm.update().reorder(v.t, s.rd.x).vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
+void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim, int vec) {
+    // Heads in parallel. A token's D features are contiguous, so with a head dim
+    // fixed at compile time |x_t|^2 is one vector reduction over d; otherwise
+    // tokens go in the lanes and each d is a strided gather. (Tokens in lanes and
+    // parallel over batches only, as first written, took 18% of the (255, 0)
+    // forward at B=1: one thread, all gathers.)
+    const int D = constant_head_dim(head_dim);
+    s.sqnorm.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.h).parallel(v.b);
+    Stage update = s.sqnorm.update();
+    if (D > 0 && D % vec == 0) {
+        update.reorder(s.rd.x, v.t, v.h, v.b).atomic().vectorize(s.rd.x);
+    } else {
+        update.reorder(v.t, s.rd.x, v.h, v.b).vectorize(v.t, vec, TailStrategy::RoundUp);
+    }
+    update.parallel(v.h).parallel(v.b);
 }
 
 void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int d_block) {

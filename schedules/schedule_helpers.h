@@ -15,7 +15,7 @@ namespace gka {
 void block_copy(Halide::Func f, const std::vector<Halide::Func> &consumers, const Halide::LoopLevel &at,
                 bool tokens_innermost, int vec);
 
-void schedule_sqnorm(Scores &s, const Vars &v, int vec);
+void schedule_sqnorm(Scores &s, const Vars &v, const Halide::Expr &head_dim, int vec);
 
 // A reduction over a band's window (Mask): `sum` (d, offset, band, h, b) and its
 // scalar companion `stats` (offset, band, h, b), both updated over the window's
