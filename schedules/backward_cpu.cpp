@@ -11,8 +11,8 @@
 //   vectorized over queries, read from transposed copies of x and dy.
 // Each output element is written by one task in a fixed order: deterministic.
 //
-// Measured (as in forward_cpu.cpp): causal T=4096 D=64 73 GFLOP/s (GKA.md's
-// 10*D*pairs) = 0.40x sgemm; the two passes compute 7 GEMM-sized products for
+// Measured (as in forward_cpu.cpp): causal T=4096 D=64 73-77 GFLOP/s (GKA.md's
+// 10*D*pairs) = 0.40-0.49x sgemm; the two passes compute 7 GEMM-sized products for
 // the 5 that GKA.md counts (each pass recomputes S and dP), which bounds this
 // design at 5/7 of the forward's rate. Storing the key pass's tiles with queries
 // innermost (they are vectorized over queries) made the backward 3x faster.

@@ -10,15 +10,15 @@
 // are copied transposed and the values copied contiguous (schedule_helpers.h).
 //
 // Measured (2-core AVX-512 EPYC VM, B=1 H=8 D=64, medians of 3, `make bench`):
-// causal T=4096 126 GFLOP/s = 0.69x OpenBLAS sgemm 2048^3 (183 GFLOP/s) in the
-// same run, full window ~130; (255, 0) 51 GFLOP/s at T=4096 and 60 at T=16384:
-// its bands are short (5 blocks), and 3 of them carry the mask. Whole key
-// blocks past a band's last key are skipped (the algorithm's block predicate,
-// Mask::window); computing and masking them cost causal 35% of its time. In
-// the full window, perf puts ~55% of the time in the two GEMM loops (24 FMAs,
-// 4 vector loads and 6 broadcasts an iteration, accumulators in registers),
-// ~20% in exp and the mask, ~20% in the per-block copies (their loads miss
-// L1: the rows of x are H*D floats apart), the rest in row sums and loops.
+// causal T=4096 104-126 GFLOP/s = 0.67-0.69x OpenBLAS sgemm 2048^3 in the same
+// run (two runs), full window ~130; (255, 0) 84 GFLOP/s at T=4096, 0.75x the
+// causal pairs/s. Whole key blocks past a band's last key are skipped (the
+// algorithm's block predicate, Mask::window); computing and masking them cost
+// causal 35% of its time. In the full window, perf puts ~55% of the time in
+// the two GEMM loops (24 FMAs, 4 vector loads and 6 broadcasts an iteration,
+// accumulators in registers), ~20% in exp and the mask, ~20% in the per-block
+// copies (their loads miss L1: the rows of x are H*D floats apart), the rest
+// in row sums and loops.
 // Per-block key copies instead of one whole-tensor transposed copy: (255, 0)
 // +20%, causal within noise (interleaved A/B of the two generators).
 #include "schedule_helpers.h"
