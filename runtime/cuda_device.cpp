@@ -127,17 +127,21 @@ void load_driver() {
     }
     // The register cap of the driver's PTX JIT, which Halide reads when it loads
     // the kernels (its default is 64). The CUDA kernels keep a thread's D
-    // accumulators in registers: ptxas gives the D=64 forward 128 registers with
-    // no spills, where a cap of 64 spills 672 bytes a thread. 255, the most a
-    // thread can have: these kernels run one thread per token, so the problem
-    // bounds occupancy before the register file does. The environment wins.
+    // accumulators in registers: ptxas gives the D=64 forward 119 registers with
+    // no spills, where a cap of 64 spilled 672 bytes a thread. 255, the most a
+    // thread can have: these kernels run one warp per band of 32 tokens, so the
+    // problem bounds occupancy before the register file does. The environment
+    // wins; note that this sets it in the host process (once, on the first device call).
     setenv("HL_CUDA_JIT_MAX_REGISTERS", "255", 0);
     halide_set_cuda_acquire_context(acquire_context);
     halide_set_cuda_release_context(release_context);
     halide_set_cuda_get_stream(get_stream);
-    // Freed device scratch goes back to a per-stream cache instead of cuMemFree,
-    // which would synchronize the device in the middle of the caller's stream.
-    halide_reuse_device_allocations(nullptr, true);
+    // Device scratch (the pipelines' intermediate sums) is freed with cuMemFree
+    // at the end of each call, which waits for the device. Halide's reuse cache
+    // (halide_reuse_device_allocations) would avoid that wait, but it is keyed by
+    // context and size, not stream: a call on another stream could take scratch
+    // that the previous call's kernels still use. Ordering calls with an event
+    // would make the cache safe; until that is measured on a GPU, correctness first.
 }
 
 // True if the kernels can run; else records the reason as the call's error.

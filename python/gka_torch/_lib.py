@@ -44,9 +44,8 @@ _HOST_SIGNATURES = {
     "gka_backward": [Shape, Window, _p, _p, _p, _p, _p, _p, _p],
 }
 
-# The CUDA entry points, where a libgka has them: device pointers and a
-# cudaStream_t last. ASSUMED signatures (they are being built on another
-# branch): adjust here, and only here, if they land differently.
+# The CUDA entry points (gka.h), where a libgka has them: device pointers and
+# a cudaStream_t last.
 CUDA_SIGNATURES = {
     "gka_forward_cuda": [Shape, Window, _p, _p, _p, _p, _p],
     "gka_backward_cuda": [Shape, Window, _p, _p, _p, _p, _p, _p, _p, _p],
