@@ -27,17 +27,11 @@ using namespace Halide;
 Knobs cuda_backward_knobs() { return Knobs({{"band", 32}, {"key_block", 32}, {"query_block", 32}, {"output_tokens", 8}}); }
 
 void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
+    cuda::require_warp_band(k["band"], p.head_dim);
     const Vars &v = p.v;
-    const bool constant_d = constant_head_dim(p.head_dim) > 0;
     cuda::schedule_token_rows(p.delta, v, 128);
-    for (Scores *s : {&p.by_query.scores, &p.by_key.scores}) {
-        cuda::schedule_token_rows(s->sqnorm, v, 128);
-        if (constant_d) s->sqnorm.update().unroll(s->rd.x);
-    }
+    for (Scores *s : {&p.by_query.scores, &p.by_key.scores}) cuda::schedule_sqnorm(*s, v, p.head_dim);
 
-    if (k["band"] != 32 && constant_d) {
-        throw std::invalid_argument("gka CUDA schedule: shared key tiles need band:32 (a block is one warp)");
-    }
     // The rows each direction walks, staged a tile at a time: the keys' x in
     // the query direction; the queries' x and dy in the key direction.
     const std::vector<Func> key_rows{p.x.in({p.by_query.scores.key_features, p.query_sum})};

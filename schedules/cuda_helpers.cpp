@@ -1,5 +1,7 @@
 #include "cuda_helpers.h"
 
+#include <stdexcept>
+
 #include "schedule_helpers.h"
 
 namespace gka::cuda {
@@ -12,6 +14,17 @@ void schedule_token_rows(Func f, const Vars &v, int threads) {
     for (int u = 0; u < f.num_update_definitions(); u++) {
         // The reduction (over the head dim) runs serially inside each thread.
         f.update(u).gpu_tile(v.t, to, ti, threads, TailStrategy::GuardWithIf).gpu_blocks(to, v.h, v.b);
+    }
+}
+
+void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim) {
+    schedule_token_rows(s.sqnorm, v, 128);
+    if (constant_head_dim(head_dim) > 0) s.sqnorm.update().unroll(s.rd.x);
+}
+
+void require_warp_band(int band, const Expr &head_dim) {
+    if (band != 32 && constant_head_dim(head_dim) > 0) {
+        throw std::invalid_argument("gka CUDA schedule: shared key tiles need band:32 (a block is one warp)");
     }
 }
 

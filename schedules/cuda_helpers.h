@@ -13,6 +13,13 @@ namespace gka::cuda {
 // thread per token, blocks of `threads` tokens by head and batch.
 void schedule_token_rows(Halide::Func f, const Vars &v, int threads);
 
+// |x_t|^2: one thread per token, the head dim unrolled when it is constant.
+void schedule_sqnorm(Scores &s, const Vars &v, const Halide::Expr &head_dim);
+
+// The shared-memory schedule of schedule_band_sum runs a band as one warp: with
+// a constant head dim, `band` must be 32.
+void require_warp_band(int band, const Halide::Expr &head_dim);
+
 // A reduction over a band's window (Mask), `sum` (d, offset, band, h, b) with
 // its scalar companion `stats` (offset, band, h, b), updated over the window's
 // blocks (`block`, r.y of Mask::window) and the tokens in a block (`in_block`,

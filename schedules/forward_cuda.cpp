@@ -27,19 +27,15 @@ namespace gka {
 using namespace Halide;
 
 Knobs cuda_forward_knobs() {
-    // band: queries a block (one a thread); 64 = two warps, a multiple of the warp.
     // band: queries a block, one a lane: one warp. key_tile: keys a block of
     // the window, staged in shared memory.
     return Knobs({{"band", 32}, {"key_tile", 32}, {"output_tokens", 8}});
 }
 
 void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
-    if (k["band"] != 32 && constant_head_dim(p.head_dim) > 0) {
-        throw std::invalid_argument("gka CUDA schedule: shared key tiles need band:32 (a block is one warp)");
-    }
+    cuda::require_warp_band(k["band"], p.head_dim);
     const Vars &v = p.v;
-    cuda::schedule_token_rows(p.scores.sqnorm, v, 128);
-    if (constant_head_dim(p.head_dim) > 0) p.scores.sqnorm.update().unroll(p.scores.rd.x);
+    cuda::schedule_sqnorm(p.scores, v, p.head_dim);
 
     // The keys' rows, read by the score (as keys) and by the sum (as values).
     Func key_rows = p.x.in({p.scores.key_features, p.weighted_sum});
