@@ -1,6 +1,9 @@
 // The CPU target families compiled into libgka and the host's support for them.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "HalideRuntime.h"
 
 namespace gka {
@@ -19,17 +22,22 @@ struct Kernels {
     const char *forward_knobs, *backward_knobs;  // from schedules/tuned.tsv; "" = the schedule's defaults
 };
 
+// The variant serving `head_dim` in a table of a fixed head dim's variants
+// first, then the one for any head dim (0), last.
+template <class Variant, size_t N>
+const Variant &for_head_dim(const Variant (&table)[N], int64_t head_dim) {
+    for (const Variant &k : table) {
+        if (k.head_dim == head_dim || k.head_dim == 0) return k;
+    }
+    return table[N - 1];
+}
+
 struct CpuFamily {
     const char *name;
     bool (*host_supports)();
     Kernels kernels[3];  // fixed head dims first, then "any"
 
-    const Kernels &for_head_dim(int64_t head_dim) const {
-        for (const Kernels &k : kernels) {
-            if (k.head_dim == head_dim || k.head_dim == 0) return k;
-        }
-        return kernels[2];
-    }
+    const Kernels &for_head_dim(int64_t head_dim) const { return gka::for_head_dim(kernels, head_dim); }
 };
 
 // Best first.

@@ -20,6 +20,7 @@
 #include "HalideRuntime.h"
 #include "HalideRuntimeCuda.h"
 #include "gka/gka.h"
+#include "cpu_families.h"
 #include "gka_kernel_headers.h"
 #include "internal.h"
 
@@ -168,12 +169,6 @@ const CudaKernels cuda_kernels[] = {
     {128, gka_forward_cuda_d128, gka_backward_cuda_d128},
     {0, gka_forward_cuda_any, gka_backward_cuda_any},
 };
-const CudaKernels &for_head_dim(int64_t d) {
-    for (const CudaKernels &k : cuda_kernels) {
-        if (k.head_dim == d || k.head_dim == 0) return k;
-    }
-    return cuda_kernels[2];
-}
 
 // A view of caller device memory: no host side, nothing to copy, nothing owned.
 struct DeviceBuffer {
@@ -201,15 +196,6 @@ struct DeviceBuffer {
     bool wrapped = false;
 };
 
-gka_status from_halide(int code, const char *kernel) {
-    if (code == 0) return GKA_OK;
-    std::string message = std::string(kernel) + " (cuda): error " + std::to_string(code) + ": " +
-                          gka::internal::last_message();
-    if (code == halide_error_code_out_of_memory || code == halide_error_code_device_malloc_failed) {
-        return fail(GKA_ERR_OUT_OF_MEMORY, message);
-    }
-    return fail(GKA_ERR_DEVICE, message);
-}
 
 }  // namespace
 
@@ -238,8 +224,9 @@ gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, 
     }
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
-    int code = for_head_dim(D).forward(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf);
-    return from_halide(code, "gka_forward_cuda");
+    const CudaKernels &k = gka::for_head_dim(cuda_kernels, D);
+    int code = k.forward(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf);
+    return gka::internal::from_halide(code, "gka_forward_cuda", GKA_ERR_DEVICE);
 }
 
 gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma,
@@ -262,9 +249,9 @@ gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x,
     }
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
-    int code = for_head_dim(D).backward(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right,
-                                        &dxb.buf, &dsb.buf);
-    return from_halide(code, "gka_backward_cuda");
+    const CudaKernels &k = gka::for_head_dim(cuda_kernels, D);
+    int code = k.backward(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf, &dsb.buf);
+    return gka::internal::from_halide(code, "gka_backward_cuda", GKA_ERR_DEVICE);
 }
 
 }  // extern "C"

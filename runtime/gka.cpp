@@ -103,6 +103,12 @@ namespace gka::internal {
 gka_status fail(gka_status status, std::string message) { return ::fail(status, std::move(message)); }
 void clear_error() { last_error.clear(); }
 const std::string &last_message() { return last_error; }
+gka_status from_halide(int code, const std::string &where, gka_status other) {
+    if (code == 0) return GKA_OK;
+    const bool memory = code == halide_error_code_out_of_memory || code == halide_error_code_device_malloc_failed;
+    return ::fail(memory ? GKA_ERR_OUT_OF_MEMORY : other,
+                  where + ": error " + std::to_string(code) + ": " + last_error);
+}
 void initialize_once() { std::call_once(initialized, initialize); }
 
 gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
@@ -159,12 +165,6 @@ Buffer<float, 1> per_head(const float *p, const gka_shape &s) {
     return Buffer<float, 1>(const_cast<float *>(p), int(s.heads));
 }
 
-gka_status from_halide(int code, const char *kernel, const CpuFamily *f) {
-    if (code == 0) return GKA_OK;
-    std::string where = std::string(kernel) + " (" + f->name + "): ";
-    if (code == halide_error_code_out_of_memory) return fail(GKA_ERR_OUT_OF_MEMORY, where + last_error);
-    return fail(GKA_ERR_INTERNAL, where + "error " + std::to_string(code) + ": " + last_error);
-}
 
 }  // namespace
 
@@ -184,7 +184,7 @@ gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
     int code = f->for_head_dim(shape.head_dim).forward(xb, sb, w.left, w.right, yb, lb);
-    return from_halide(code, "gka_forward", f);
+    return gka::internal::from_halide(code, std::string("gka_forward (") + f->name + ")", GKA_ERR_INTERNAL);
 }
 
 gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
@@ -203,7 +203,7 @@ gka_status gka_backward(gka_shape shape, gka_window window, const float *x, cons
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
     int code = f->for_head_dim(shape.head_dim).backward(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb);
-    return from_halide(code, "gka_backward", f);
+    return gka::internal::from_halide(code, std::string("gka_backward (") + f->name + ")", GKA_ERR_INTERNAL);
 }
 
 const char *gka_last_error(void) { return last_error.c_str(); }

@@ -15,6 +15,9 @@ namespace gka::internal {
 gka_status fail(gka_status status, std::string message);
 void clear_error();
 const std::string &last_message();  // also what Halide's error handler recorded
+// The status of a Halide pipeline's return code (`where`: the call and the
+// variant that ran): GKA_OK, GKA_ERR_OUT_OF_MEMORY, or `other`, with the message.
+gka_status from_halide(int code, const std::string &where, gka_status other);
 // Installs Halide's error handler and reads the environment, once.
 void initialize_once();
 
