@@ -23,31 +23,24 @@ namespace gka {
 
 using namespace Halide;
 
-Knobs backward_knobs(const Target &target, const std::string &overrides) {
-    Knobs k = [&] {
-        switch (family_of(target)) {
-        case Family::Cuda:
-            return cuda_backward_knobs();
-        case Family::Avx512:
-            return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_block", 64}, {"key_tile", 6},
-                          {"query_block", 64}, {"d_block", 64}});
-        case Family::Avx2:
-            return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 3}, {"key_block", 32}, {"key_tile", 3},
-                          {"query_block", 32}, {"d_block", 32}});
-        default:
-            return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 3}, {"key_block", 16}, {"key_tile", 3},
-                          {"query_block", 16}, {"d_block", 16}});
-        }
-    }();
-    k.override_with(overrides);
-    if (family_of(target) != Family::Cuda && (k["band"] % k["query_tile"] != 0 || k["band"] % k["key_tile"] != 0)) {
-        throw std::invalid_argument("gka schedule: band must be a multiple of query_tile and key_tile");
+Knobs cpu_backward_knobs(Family family) {
+    switch (family) {
+    case Family::Avx512:
+        return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_block", 64}, {"key_tile", 6},
+                      {"query_block", 64}, {"d_block", 64}});
+    case Family::Avx2:
+        return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 3}, {"key_block", 32}, {"key_tile", 3},
+                      {"query_block", 32}, {"d_block", 32}});
+    default:
+        return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 3}, {"key_block", 16}, {"key_tile", 3},
+                      {"query_block", 16}, {"d_block", 16}});
     }
-    return k;
 }
 
-void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target) {
-    if (family_of(target) == Family::Cuda) return schedule_backward_cuda(p, k);
+void schedule_backward_cpu(BackwardPipeline &p, const Knobs &k) {
+    if (k["band"] % k["query_tile"] != 0 || k["band"] % k["key_tile"] != 0) {
+        throw std::invalid_argument("gka schedule: band must be a multiple of query_tile and key_tile");
+    }
     const int vec = k["vector"];
     const Vars &v = p.v;
 
@@ -93,7 +86,6 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target
 
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);
-    (void)target;
 }
 
 }  // namespace gka

@@ -28,28 +28,23 @@ namespace gka {
 
 using namespace Halide;
 
-Knobs forward_knobs(const Target &target, const std::string &overrides) {
-    Knobs k = [&] {
-        switch (family_of(target)) {
-        case Family::Cuda:
-            return cuda_forward_knobs();
-        // 32 vector registers: 24 accumulators (6 queries x 4 vectors) in each GEMM.
-        case Family::Avx512:
-            return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_tile", 64}, {"d_block", 64}});
-        // 16 vector registers: 12 accumulators (3 queries x 4 vectors) in each GEMM.
-        case Family::Avx2:
-            return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 3}, {"key_tile", 32}, {"d_block", 32}});
-        default:
-            return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 3}, {"key_tile", 16}, {"d_block", 16}});
-        }
-    }();
-    k.override_with(overrides);
-    if (family_of(target) != Family::Cuda && k["band"] % k["query_tile"] != 0) throw std::invalid_argument("gka schedule: band must be a multiple of query_tile");
-    return k;
+Knobs cpu_forward_knobs(Family family) {
+    switch (family) {
+    // 32 vector registers: 24 accumulators (6 queries x 4 vectors) in each GEMM.
+    case Family::Avx512:
+        return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_tile", 64}, {"d_block", 64}});
+    // 16 vector registers: 12 accumulators (3 queries x 4 vectors) in each GEMM.
+    case Family::Avx2:
+        return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 3}, {"key_tile", 32}, {"d_block", 32}});
+    default:
+        return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 3}, {"key_tile", 16}, {"d_block", 16}});
+    }
 }
 
-void schedule_forward(ForwardPipeline &p, const Knobs &k, const Target &target) {
-    if (family_of(target) == Family::Cuda) return schedule_forward_cuda(p, k);
+void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
+    if (k["band"] % k["query_tile"] != 0) {
+        throw std::invalid_argument("gka schedule: band must be a multiple of query_tile");
+    }
     const int vec = k["vector"], qt = k["query_tile"], kt = k["key_tile"];
     const Vars &v = p.v;
 

@@ -19,8 +19,13 @@ void schedule_forward(ForwardPipeline &p, const Knobs &k, const Halide::Target &
 Knobs backward_knobs(const Halide::Target &target, const std::string &overrides);
 void schedule_backward(BackwardPipeline &p, const Knobs &k, const Halide::Target &target);
 
-// The CUDA family's knobs and schedules (forward_cuda.cpp, backward_cuda.cpp),
-// which the entry points above call for a target with a GPU feature.
+// Each family's default knobs and schedules, which the entry points above
+// (schedules.cpp) pick by target: the CPU families (forward_cpu.cpp,
+// backward_cpu.cpp) and CUDA (forward_cuda.cpp, backward_cuda.cpp).
+Knobs cpu_forward_knobs(Family family);
+void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k);
+Knobs cpu_backward_knobs(Family family);
+void schedule_backward_cpu(BackwardPipeline &p, const Knobs &k);
 Knobs cuda_forward_knobs();
 void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k);
 Knobs cuda_backward_knobs();
