@@ -45,8 +45,9 @@ struct Mask {
           band_size(band_size) {
     }
 
+    // Tokens past the end (a window's last block may reach them) are never allowed.
     Expr allowed(const Expr &query, const Expr &key) const {
-        return key >= query - left_span && key <= query + right_span;
+        return key >= query - left_span && key <= Halide::min(query + right_span, seq_len - 1) && query < seq_len;
     }
     Expr window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
 
@@ -70,7 +71,6 @@ private:
     Expr in_window(RDom &r, const Expr &first, const Expr &last) const {
         const Expr last_token = Halide::min(last, seq_len - 1), block_start = r.y * r.x.extent();
         r.where(block_start <= last_token - first);  // the block: skipped whole past the last token
-        r.where(first + block_start + r.x <= last_token);
         return first + block_start + r.x;
     }
 };

@@ -52,9 +52,9 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
 
     BandSum sum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
     schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"]);
-    // Per key block: keys transposed for the score GEMM, and their values.
+    // Keys transposed per key block for the score GEMM; values read in place.
+    head_major(p.x, vec);
     block_copy(p.scores.key_features, {p.scores.dot}, sum.block_level(), true, vec);
-    block_copy(p.x, {sum.sum}, sum.block_level(), false, vec);
     p.weight.compute_at(sum.tile_level()).bound_extent(v.j, kt).bound_extent(v.i, qt).vectorize(v.j, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.j, v.i, sum.tile_level(), kt, qt, vec);
 

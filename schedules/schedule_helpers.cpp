@@ -1,5 +1,6 @@
 #include "schedule_helpers.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace gka {
@@ -25,6 +26,19 @@ void block_copy(Func f, const std::vector<Func> &consumers, const LoopLevel &at,
     }
 }
 
+Func head_major(Func f, int vec) {
+    Func copy = f.in();
+    std::vector<Var> a = copy.args();  // (d, h, t, b)
+    Var hb("hb");
+    copy.compute_root()
+        .reorder_storage(a[0], a[2], a[1], a[3])
+        .reorder(a[0], a[2], a[1], a[3])
+        .vectorize(a[0], vec, TailStrategy::GuardWithIf)
+        .fuse(a[1], a[3], hb)
+        .parallel(hb);
+    return copy;
+}
+
 void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim, int vec) {
     // Heads in parallel. A token's D features are contiguous, so with a head dim
     // fixed at compile time |x_t|^2 is one vector reduction over d; otherwise
@@ -42,16 +56,42 @@ void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim, int vec) {
     update.parallel(v.h).parallel(v.b);
 }
 
+void schedule_band_stats(BandSum &s, const Vars &v, int vec, int tile, const Stage &with) {
+    Var oo = s.micro_block, oi("oi"), lane("lane");
+    const std::optional<int64_t> block = Internal::as_const_int(s.in_block.extent());
+    if (!block || *block % vec != 0) {
+        // Scalar sums, one query's terms after another's.
+        Stage stats = s.stats.update();
+        stats.split(v.offset, oo, oi, tile).unroll(oi).reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b).parallel(v.band);
+        stats.compute_with(with, oo);
+        return;
+    }
+    // A query's pair terms of a block are contiguous (the tiles store the block's
+    // tokens innermost), so each query accumulates vec partial sums, one per
+    // lane, across the window; the lanes are added once per band at the end.
+    // (Summed one term at a time, the terms were gathered: 4% of the forward.)
+    RVar ko("ko"), ki("ki");
+    Func lanes = s.stats.update().split(s.in_block, ko, ki, vec).rfactor(ki, lane);
+    std::vector<Var> storage = lanes.args();  // rfactor appends the lane: store it innermost
+    std::rotate(storage.begin(), storage.end() - 1, storage.end());
+    lanes.compute_root().reorder_storage(storage).vectorize(lane).parallel(v.band);
+    Stage partial = lanes.update();
+    partial.split(v.offset, oo, oi, tile)
+        .reorder(lane, ko, oi, oo, s.block, v.band, v.h, v.b)
+        .vectorize(lane)
+        .unroll(oi)
+        .parallel(v.band);
+    partial.compute_with(with, oo);
+    s.stats.update().parallel(v.band);
+}
+
 void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int d_block) {
     Var oo = s.micro_block, oi("oi"), dd("dd");
     s.sum.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.band);
     s.stats.compute_root().vectorize(v.offset, vec).parallel(v.band);
 
-    Stage sum = s.sum.update(), stats = s.stats.update();
-    for (Stage st : {sum, stats}) {
-        st.split(v.offset, oo, oi, tile).unroll(oi).parallel(v.band);
-    }
-    stats.reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b);
+    Stage sum = s.sum.update();
+    sum.split(v.offset, oo, oi, tile).unroll(oi).parallel(v.band);
     // A head dim fixed at compile time gets constant, fully unrolled d loops
     // (and LLVM keeps the accumulators in registers); any other guards its edge.
     const int D = constant_head_dim(head_dim), db = std::min(D, d_block);
@@ -65,8 +105,9 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
             .reorder(v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b)
             .vectorize(v.d, vec, TailStrategy::GuardWithIf);
     }
-    stats.compute_with(sum, oo);
+    schedule_band_stats(s, v, vec, tile, sum);
 }
+
 
 int constant_head_dim(const Expr &head_dim) {
     const std::optional<int64_t> d = Internal::as_const_int(head_dim);
