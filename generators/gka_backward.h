@@ -46,7 +46,7 @@ inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *d
                 Func(prefix + "dscore")};
     const RDom &rd = t.scores.rd;
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
-        p.mask.allowed(v.i, v.j), Halide::exp(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
+        p.mask.allowed(v.i, v.j), exp_nonpositive(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
     t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * t.scores.key_features(rd, v.h, v.j, v.b);
     t.dscore(v.j, v.i, v.h, v.b) = t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b));
     return t;

@@ -75,6 +75,27 @@ private:
     }
 };
 
+// exp(s) for the scores and log-probabilities of GKA, which are never positive,
+// in half the operations of Halide::exp (which also handles overflow and
+// infinities, and rounds with floor in two 8-lane halves on AVX-512). Forward
+// causal D=64: exp and the mask were 14% of the time, now 10%.
+// s = -m ln2 + r, with m = round(-s / ln2) >= 0 and |r| <= ln2 / 2; e^r by a
+// degree-5 minimax polynomial; 2^-m by subtracting m from the exponent bits.
+// Relative error <= 4.3e-7 with FMA (sampled over [-87, 0]; Halide::exp's is
+// ~1.2e-7); without FMA, the rounding of m ln2 makes it 1.2e-6 for s > -20
+// and 4.2e-6 near -87.
+// Arguments below -87 give e^-87 (a normal float, never summed where it
+// matters: the masked weights are selected to 0) and above 0 give 1.
+inline Expr exp_nonpositive(Expr s) {
+    s = Halide::clamp(s, -87.0f, 0.0f);
+    const Expr m = Halide::cast<int>(0.5f - s * 1.44269504f);  // truncation rounds: the operand is >= 0
+    const Expr mf = Halide::cast<float>(m);
+    const Expr r = s + mf * 0.693147181f;  // one FMA where the target has one
+    Expr p = 0.00829765f;
+    for (float c : {0.04191538f, 0.16667575f, 0.49998894f, 0.9999997f, 1.0000001f}) p = p * r + c;
+    return Halide::reinterpret(Halide::Float(32), Halide::reinterpret(Halide::Int(32), p) - (m << 23));
+}
+
 // The Funcs of the Gaussian scores s_ij = -|x_i - x_j|^2 / (2 sigma_h^2) for
 // features x (d, h, t, b) and bandwidths sigma (h).
 struct Scores {
