@@ -12,7 +12,8 @@
 
 namespace gka {
 
-// P, dP and dS of GKA.md for every pair (j, i, h, b); P and dS are 0 where masked.
+// P, dP and dS of GKA.md for every pair (j, i, h, b), dS times a per-head
+// scale; P and dS are 0 where masked.
 struct PairTerms {
     Scores scores;
     Func prob, dprob, dscore;
@@ -32,14 +33,14 @@ struct BackwardPipeline {
 
     RDom queries;                   // the queries of a key band (Mask::query_in_window)
     Func key_sum{"key_sum"};        // sum_i dS_ij x_i / sigma^2 + P_ij dy_i   (d, offset, band, h, b)
-    Func key_stats{"key_stats"};    // sum_i dS_ij                      (offset, band, h, b)
+    Func key_stats{"key_stats"};    // sum_i dS_ij / sigma^2            (offset, band, h, b)
 
     RDom tokens;                    // every (t, b), for dsigma
     Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij                           (h)
     Func dx, dsigma;                // the outputs
 };
 
-inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *direction) {
+inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *direction, const Expr &scale) {
     const Vars &v = p.v;
     const std::string prefix = direction;
     PairTerms t{gaussian_scores(p.x, sigma, p.head_dim, v), Func(prefix + "prob"), Func(prefix + "dprob"),
@@ -48,7 +49,8 @@ inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *d
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
         p.mask.allowed(v.i, v.j), exp_nonpositive(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
     t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * t.scores.key_features(rd, v.h, v.j, v.b);
-    t.dscore(v.j, v.i, v.h, v.b) = t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b));
+    t.dscore(v.j, v.i, v.h, v.b) =
+        t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b)) * scale;
     return t;
 }
 
@@ -65,9 +67,11 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
 
     RDom rd(0, head_dim, "rd_delta");
     p.delta(v.t, v.h, v.b) += p.dy(rd, v.h, v.t, v.b) * p.y(rd, v.h, v.t, v.b);
-    p.by_query = pair_terms(p, sigma, "query_");
-    p.by_key = pair_terms(p, sigma, "key_");
-    const Expr inv_var = 2.0f * p.by_query.scores.inv_two_var(v.h);
+    // The key direction's dS carries the 1/sigma^2 of its path, once per pair
+    // term instead of once per term of its sum.
+    const Expr inv_var = 1.0f / (sigma(v.h) * sigma(v.h));
+    p.by_query = pair_terms(p, sigma, "query_", 1.0f);
+    p.by_key = pair_terms(p, sigma, "key_", inv_var);
 
     // Query direction: the keys of each query band.
     p.keys = mask.window("k", key_block);
@@ -90,14 +94,15 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
         const PairTerms &t = p.by_key;
         const Expr ds = t.dscore(key, query, v.h, v.b);
         p.key_sum(v.d, v.offset, v.band, v.h, v.b) +=
-            ds * inv_var * p.x(v.d, v.h, query, v.b) + t.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
+            ds * p.x(v.d, v.h, query, v.b) + t.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
         p.key_stats(v.offset, v.band, v.h, v.b) += ds;
     }
 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
-    const Expr summed_ds = p.query_stats(offset, band, v.h, v.b)[0] + p.key_stats(offset, band, v.h, v.b);
+    const Expr query_ds = p.query_stats(offset, band, v.h, v.b)[0], key_ds = p.key_stats(offset, band, v.h, v.b);
     dx(v.d, v.h, v.t, v.b) = p.key_sum(v.d, offset, band, v.h, v.b) +
-                             inv_var * (p.query_sum(v.d, offset, band, v.h, v.b) - summed_ds * x(v.d, v.h, v.t, v.b));
+                             inv_var * (p.query_sum(v.d, offset, band, v.h, v.b) - query_ds * x(v.d, v.h, v.t, v.b)) -
+                             key_ds * x(v.d, v.h, v.t, v.b);
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.
     p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");
