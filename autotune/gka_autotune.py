@@ -134,13 +134,14 @@ def write_table(args, best):
         rows = [l.rstrip("\n") for l in open(TABLE) if l.strip()]
     key = (args.family, "gka_" + args.kernel, str(args.head_dim))
     rows = [r for r in rows if r.startswith("#") or tuple(r.split("\t")[:3]) != key]
-    shape = f"T={args.seq_len} H={args.heads} {args.window}"
-    rows.append("\t".join(list(key) + [knob_string(best["knobs"]), f"{best['speedup']:.3f}", shape]))
+    if best is not None:  # None: the defaults win, and an older row (tuned on older code) goes
+        shape = f"T={args.seq_len} H={args.heads} {args.window}"
+        rows.append("\t".join(list(key) + [knob_string(best["knobs"]), f"{best['speedup']:.3f}", shape]))
     header = [r for r in rows if r.startswith("#")]
     body = sorted(r for r in rows if not r.startswith("#"))
     with open(TABLE, "w") as f:
         f.write("\n".join(header + body) + "\n")
-    print(f"autotune: wrote {key} -> {knob_string(best['knobs'])} to {TABLE}")
+    print(f"autotune: wrote {key} -> {knob_string(best['knobs']) if best else 'the defaults'} to {TABLE}")
 
 
 def main():
@@ -228,6 +229,7 @@ def main():
                 write_table(args, dict(b, speedup=confirmed))
             else:
                 print("autotune: the default stays (no candidate beat it in both runs)")
+                write_table(args, None)
 
 
 if __name__ == "__main__":

@@ -3,24 +3,26 @@
 // One task per (band of queries, head, batch). In a band, each micro-block of
 // query_tile queries walks the band's key window by blocks of key_tile keys:
 // the score tile (key_tile x query_tile) is a small GEMM vectorized over keys
-// that reads keys from a transposed copy of x; it is exponentiated (and masked)
-// in place, then folded into the micro-block's accumulators (d_block x
-// query_tile, vectorized over d), which stay in registers across the key block.
-// Row sums ride along in the same loop (compute_with). Per key block, the keys
-// are copied transposed and the values copied contiguous (schedule_helpers.h).
+// that reads keys from a transposed copy of the block; it is exponentiated (and
+// masked) in place, then folded into the micro-block's accumulators (d_block x
+// query_tile, vectorized over d), which stay in registers across the key block,
+// reading the values in place from one head-major copy of x. Row sums ride
+// along (compute_with) as one vector of per-lane partial sums per query.
 //
-// Measured (2-core AVX-512 EPYC VM, B=1 H=8 D=64, medians of 3, `make bench`):
-// causal T=4096 104-126 GFLOP/s = 0.67-0.69x OpenBLAS sgemm 2048^3 in the same
-// run (two runs), full window ~130; (255, 0) 84 GFLOP/s at T=4096, 0.75x the
-// causal pairs/s. Whole key blocks past a band's last key are skipped (the
-// algorithm's block predicate, Mask::window); computing and masking them cost
-// causal 35% of its time. In the full window, perf puts ~55% of the time in
-// the two GEMM loops (24 FMAs, 4 vector loads and 6 broadcasts an iteration,
-// accumulators in registers), ~20% in exp and the mask, ~20% in the per-block
-// copies (their loads miss L1: the rows of x are H*D floats apart), the rest
-// in row sums and loops.
-// Per-block key copies instead of one whole-tensor transposed copy: (255, 0)
-// +20%, causal within noise (interleaved A/B of the two generators).
+// Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, medians of 5 on a quiet
+// moment, OpenBLAS sgemm 2048^3 = 197 GFLOP/s): causal D=64 165 GFLOP/s
+// (0.84x sgemm), D=128 172 (0.87x). perf, causal D=64: ~74% of the time in the
+// two GEMM loops (24 FMAs, 4 vector loads and 6 broadcasts an iteration, the
+// FMA pipe busy), ~10% in exp and the mask, ~3% in the key copies.
+// What moved it there, each an interleaved A/B of two generators:
+// - whole key blocks past a band's last key skipped (Mask::window): causal
+//   computed and masked the blocks above the diagonal, 35% of its time;
+// - x read from one head-major copy (head_major) instead of per-block copies
+//   of rows H*D floats apart, which missed L1: D=64 -10% time, D=128 -30%;
+// - row sums as per-lane partials (rfactor) instead of gathered scalars: -4%;
+// - exp_nonpositive (generators/gka_math.h) for Halide::exp: -3%.
+// Block and tile sizes within 3% of each other (band 48/96, key_tile 32/64,
+// query_tile 4/6): the defaults below.
 #include "schedule_helpers.h"
 #include "schedules.h"
 
