@@ -5,17 +5,22 @@
 //   queries walk their key window by blocks of key_block keys. The score and dP
 //   tiles are GEMMs vectorized over keys; dS folds into the micro-block's
 //   accumulators of sum_j dS_ij x_j (registers, vectorized over d), and the
-//   scalar sums of dS and dS*s ride along (compute_with).
+//   sums of dS and dS*s ride along (compute_with), as per-lane partials.
 // - by key: one task per (key band, head, batch); micro-blocks of key_tile keys
 //   walk their query window by blocks of query_block queries. The tiles are
 //   vectorized over queries, read from transposed copies of x and dy.
 // Each output element is written by one task in a fixed order: deterministic.
 //
-// Measured (as in forward_cpu.cpp): causal T=4096 D=64 73-77 GFLOP/s (GKA.md's
-// 10*D*pairs) = 0.40-0.49x sgemm; the two passes compute 7 GEMM-sized products for
-// the 5 that GKA.md counts (each pass recomputes S and dP), which bounds this
-// design at 5/7 of the forward's rate. Storing the key pass's tiles with queries
-// innermost (they are vectorized over queries) made the backward 3x faster.
+// x and dy are read from head-major copies (head_major), as in the forward.
+//
+// Measured (as in forward_cpu.cpp, tuned knobs): causal T=4096 D=64 about 107
+// GFLOP/s (GKA.md's 10*D*pairs) = 0.54x sgemm; perf puts ~80% of each pass in
+// its GEMM loops. The two passes compute 7 GEMM-sized products for the 5 that
+// GKA.md counts (each pass recomputes S and dP), which bounds this design near
+// 5/7 of the forward's rate; a single pass (FlashAttention-2's) needs the query
+// sums of several key bands combined without atomics, which this does not do
+// yet. Storing the key pass's tiles with queries innermost (they are
+// vectorized over queries) made the backward 3x faster.
 #include "schedule_helpers.h"
 #include "schedules.h"
 
