@@ -25,12 +25,14 @@ struct Vars {
 // Sums run over bands of band_size consecutive tokens. The keys any query of a
 // band may attend lie in one window of at most band_size + left_span + right_span
 // keys, so a reduction domain of that uniform extent, placed per band, covers
-// them. The domain goes by blocks of `block` tokens, and the band's last allowed
-// key bounds it twice: whole blocks past it (a predicate on the block alone,
-// which Halide places outside everything computed per block, tiles included),
-// and keys past it within the last block. Pair terms of a band that its window
-// holds but the mask excludes are zero (the weights carry the mask); everything
-// outside the band's window is never visited. A window of W costs
+// them. The domain goes by blocks of `block` tokens, and whole blocks past the
+// band's last allowed key are skipped (a predicate on the block alone, which
+// Halide places outside everything computed per block, tiles included). Pair
+// terms that a visited block holds but the mask excludes, tokens past T among
+// them, are zero (the weights carry the mask), so every block has the same
+// constant extent; everything outside the band's window is never visited.
+// (A per-token predicate trimming the last block made its loops variable and
+// kept the row sums from vectorizing.) A window of W costs
 // O(T * (W + band_size + block)), never O(T^2); causal attention visits the
 // blocks at or below the diagonal only.
 struct Mask {
