@@ -121,7 +121,17 @@ void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &ac
         .bound_extent(across, across_extent)
         .reorder_storage(lanes, across)
         .vectorize(lanes, vec);
-    f.update().reorder(lanes, across, rd.x).vectorize(lanes, vec).unroll(lanes).unroll(across);
+    // At most 4 vectors of lanes at a time, so that the accumulators stay in
+    // registers when a block is longer than that.
+    const int chunk = 4 * vec;
+    Stage update = f.update();
+    if (lane_extent > chunk && lane_extent % chunk == 0) {
+        Var outer("lanes_outer"), inner("lanes_inner");
+        update.split(lanes, outer, inner, chunk).reorder(inner, across, rd.x, outer).vectorize(inner, vec).unroll(inner);
+    } else {
+        update.reorder(lanes, across, rd.x).vectorize(lanes, vec).unroll(lanes);
+    }
+    update.unroll(across);
 }
 
 void schedule_token_output(Func out, const Vars &v, int vec) {
