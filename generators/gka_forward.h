@@ -28,7 +28,8 @@ inline void define_forward(ForwardPipeline &p, Func x, Func sigma, Expr head_dim
     p.mask = mask;
     p.x = clamped_features(x, mask.seq_len);
     p.scores = gaussian_scores(p.x, sigma, head_dim, v);
-    p.weight(v.j, v.i, v.h, v.b) = Halide::select(mask.allowed(v.i, v.j), exp_nonpositive(p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);
+    p.weight(v.j, v.i, v.h, v.b) =
+        Halide::select(mask.allowed(v.i, v.j), exp_nonpositive(p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);
 
     p.keys = mask.window("k", key_block);
     const Expr query = mask.token(v.band, v.offset);

@@ -7,23 +7,19 @@ namespace gka {
 
 using namespace Halide;
 
-void block_copy(Func f, const std::vector<Func> &consumers, const LoopLevel &at, bool tokens_innermost, int vec) {
+void transposed_block_copy(Func f, const std::vector<Func> &consumers, const LoopLevel &at, int vec) {
     Func copy = f.in(consumers);
     std::vector<Var> a = copy.args();  // (d, h, t, b)
-    copy.compute_at(at);
-    if (tokens_innermost) {
-        // Square tiles, vectorized over tokens and unrolled over d, become dense
-        // loads and in-register transposes instead of gathers.
-        Var ti("ti"), di("di");
-        copy.reorder_storage(a[2], a[0], a[1], a[3])
-            .split(a[2], a[2], ti, vec, TailStrategy::RoundUp)
-            .split(a[0], a[0], di, vec, TailStrategy::GuardWithIf)  // any head dim: never read past D
-            .reorder(ti, di, a[2], a[0], a[1], a[3])
-            .vectorize(ti)
-            .unroll(di);
-    } else {
-        copy.reorder(a[0], a[2], a[1], a[3]).vectorize(a[0], vec, TailStrategy::GuardWithIf);
-    }
+    // Square tiles, vectorized over tokens and unrolled over d, become dense
+    // loads and in-register transposes instead of gathers.
+    Var ti("ti"), di("di");
+    copy.compute_at(at)
+        .reorder_storage(a[2], a[0], a[1], a[3])
+        .split(a[2], a[2], ti, vec, TailStrategy::RoundUp)
+        .split(a[0], a[0], di, vec, TailStrategy::GuardWithIf)  // any head dim: never read past D
+        .reorder(ti, di, a[2], a[0], a[1], a[3])
+        .vectorize(ti)
+        .unroll(di);
 }
 
 Func head_major(Func f, int vec) {
@@ -56,13 +52,18 @@ void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim, int vec) {
     update.parallel(v.h).parallel(v.b);
 }
 
+namespace {
+
 void schedule_band_stats(BandSum &s, const Vars &v, int vec, int tile, const Stage &with) {
     Var oo = s.micro_block, oi("oi"), lane("lane");
     const std::optional<int64_t> block = Internal::as_const_int(s.in_block.extent());
     if (!block || *block % vec != 0) {
         // Scalar sums, one query's terms after another's.
         Stage stats = s.stats.update();
-        stats.split(v.offset, oo, oi, tile).unroll(oi).reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b).parallel(v.band);
+        stats.split(v.offset, oo, oi, tile)
+            .unroll(oi)
+            .reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b)
+            .parallel(v.band);
         stats.compute_with(with, oo);
         return;
     }
@@ -84,6 +85,8 @@ void schedule_band_stats(BandSum &s, const Vars &v, int vec, int tile, const Sta
     partial.compute_with(with, oo);
     s.stats.update().parallel(v.band);
 }
+
+}  // namespace
 
 void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int d_block) {
     Var oo = s.micro_block, oi("oi"), dd("dd");
@@ -127,7 +130,10 @@ void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &ac
     Stage update = f.update();
     if (lane_extent > chunk && lane_extent % chunk == 0) {
         Var outer("lanes_outer"), inner("lanes_inner");
-        update.split(lanes, outer, inner, chunk).reorder(inner, across, rd.x, outer).vectorize(inner, vec).unroll(inner);
+        update.split(lanes, outer, inner, chunk)
+            .reorder(inner, across, rd.x, outer)
+            .vectorize(inner, vec)
+            .unroll(inner);
     } else {
         update.reorder(lanes, across, rd.x).vectorize(lanes, vec).unroll(lanes);
     }

@@ -8,12 +8,10 @@
 namespace gka {
 
 // A copy of the block of `f` (d, h, t, b) that `consumers` read in one
-// iteration of `at`: small, contiguous and reused from L1 by every micro-block,
-// where rows of the full tensor would be a large power of two apart and fall
-// into the same few cache sets. With tokens_innermost, it is stored transposed
-// so that consecutive tokens load as one vector.
-void block_copy(Halide::Func f, const std::vector<Halide::Func> &consumers, const Halide::LoopLevel &at,
-                bool tokens_innermost, int vec);
+// iteration of `at`, stored transposed (tokens innermost) so that consecutive
+// tokens load as one vector; small, and reused from L1 by every micro-block.
+void transposed_block_copy(Halide::Func f, const std::vector<Halide::Func> &consumers,
+                           const Halide::LoopLevel &at, int vec);
 
 // A whole copy of `f` (d, h, t, b) with each head's tokens contiguous, which
 // every reader of f then reads instead. A block of tokens becomes one dense run:
