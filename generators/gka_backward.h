@@ -67,10 +67,10 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
 
     RDom rd(0, head_dim, "rd_delta");
     p.delta(v.t, v.h, v.b) += p.dy(rd, v.h, v.t, v.b) * p.y(rd, v.h, v.t, v.b);
+    p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair
     // term instead of once per term of its sum.
-    const Expr inv_var = 1.0f / (sigma(v.h) * sigma(v.h));
-    p.by_query = pair_terms(p, sigma, "query_", 1.0f);
+    const Expr inv_var = 2.0f * p.by_query.scores.inv_two_var(v.h);
     p.by_key = pair_terms(p, sigma, "key_", inv_var);
 
     // Query direction: the keys of each query band.
