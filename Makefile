@@ -48,17 +48,19 @@ bench-full: build
 compare: build
 	@$(VENV)/bin/python examples/train_lm/compare.py --build $(BUILD) --out $(BUILD)/compare
 
-# Tunes the standard shape classes (forward and backward, D = 64 and 128) for the
-# best CPU family of this host and writes the winners to schedules/tuned.tsv;
-# `make build` then compiles them in. Logs in autotune/logs/ (a rerun resumes).
-# 24 trials a class: the four classes take about 18 minutes on this 2-core VM.
+# Tunes the standard shape classes (forward and backward, D = 64 and 128; long,
+# short and sliding: autotune/gka_autotune.py's CLASSES) for the best CPU family of
+# this host and writes the winners to schedules/tuned.tsv; `make build` then
+# compiles them in. Logs in autotune/logs/ (a rerun resumes). Each class gets
+# AUTOTUNE_MINUTES of search (at most AUTOTUNE_TRIALS trials): about 28 minutes for
+# the twelve classes on this 2-core VM.
 AUTOTUNE_TRIALS ?= 24
-AUTOTUNE_MINUTES ?= 7
+AUTOTUNE_MINUTES ?= 2
 autotune: build
-	@for kernel in forward backward; do for d in 64 128; do \
-	  $(VENV)/bin/python autotune/gka_autotune.py --kernel $$kernel --head-dim $$d \
+	@for kernel in forward backward; do for d in 64 128; do for class in long short sliding; do \
+	  $(VENV)/bin/python autotune/gka_autotune.py --kernel $$kernel --head-dim $$d --class $$class \
 	    --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) --write-table || exit 1; \
-	done; done
+	done; done; done
 
 # Tuned vs default vs Halide's autoschedulers on the same algorithm, with the
 # search curves: build/autotune-report/report.md and PNG plots.

@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """Tuned knobs vs the schedule's defaults vs Halide's autoschedulers, per shape class.
 
-    compare.py [--family avx512] [--seq-len 2048] [--heads 8] [--out build/autotune-report]
+    compare.py [--family avx512] [--heads 8] [--autoschedulers-on long] [--out build/autotune-report]
 
-For each shape class (forward and backward, D = 64 and 128) it builds the kernel
-with the knobs of schedules/tuned.tsv (or the defaults where the table has no
-row) and with each CPU autoscheduler shipped in the Halide wheel (Adams2019,
-Mullapudi2016, Li2018) on the same algorithm (the generators' estimates), checks
-each against the double reference, and times each interleaved with the default
-kernel (autotune/harness.cpp). Writes report.md and compare.png, and the search
-curves (best so far vs trials) of the logs in autotune/logs/.
+For each standard shape class (forward and backward, D = 64 and 128, the classes of
+gka_autotune.CLASSES), on the class's tuning shape, it builds the kernel with the
+knobs libgka runs there (schedules/tuned.tsv's narrowest containing row, or the
+defaults) and, for the classes named by --autoschedulers-on, with each CPU
+autoscheduler shipped in the Halide wheel (Adams2019, Mullapudi2016, Li2018) on the
+same algorithm (the generators' estimates); it checks each against the double
+reference and times each interleaved with the default kernel (autotune/harness.cpp).
+Writes report.md and compare.png, and the search curves (best so far vs trials) of
+the logs in autotune/logs/.
 """
 import argparse
 import glob
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -31,22 +34,11 @@ AUTOSCHEDULERS = ["Adams2019", "Mullapudi2016", "Li2018"]
 PLUGINS = {"Adams2019": "adams2019", "Mullapudi2016": "mullapudi2016", "Li2018": "li2018"}
 
 
-def tuned_knobs(family, kernel, head_dim):
-    if not os.path.exists(tune.TABLE):
-        return ""
-    for line in open(tune.TABLE):
-        f = line.rstrip("\n").split("\t")
-        if not line.startswith("#") and len(f) >= 4 and f[:3] == [family, "gka_" + kernel, str(head_dim)]:
-            return f[3]
-    return ""
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--family", default=tune.host_best_family())
-    ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--window", default="causal", choices=sorted(tune.WINDOWS))
+    ap.add_argument("--autoschedulers-on", default="long", help="classes (comma-separated) to run them on")
     ap.add_argument("--build", default=os.path.join(tune.ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(tune.ROOT, "build", "autotune-report"))
     args = ap.parse_args()
@@ -54,35 +46,38 @@ def main():
     import halide
     plugin_dir = os.path.join(halide.install_dir(), "lib64")
 
-    results = {}  # (kernel, D) -> {variant: entry}
+    results = {}  # (kernel, D, class) -> {variant: entry}
     for kernel in ("forward", "backward"):
         for head_dim in (64, 128):
-            cls = argparse.Namespace(**vars(args), kernel=kernel, head_dim=head_dim)
-            row = results.setdefault((kernel, head_dim), {})
-            with tempfile.TemporaryDirectory(prefix="gka-compare-") as work:
-                trials = tune.Trials(cls, work)
-                knobs = tuned_knobs(args.family, kernel, head_dim)
-                variants = [("tuned", knobs, ())] + [
-                    (a, "", ("-p", os.path.join(plugin_dir, f"libautoschedule_{PLUGINS[a]}.so"), f"autoscheduler={a}"))
-                    for a in AUTOSCHEDULERS]
-                for name, knob_spec, extra in variants:
-                    start = time.time()
-                    parsed = dict(item.split(":") for item in knob_spec.split(",")) if knob_spec else {}
-                    entry = trials.measure({k: int(v) for k, v in parsed.items()}, extra=extra,
-                                           check_shape=(args.seq_len, args.heads))
-                    entry["seconds"] = time.time() - start
-                    row[name] = entry
-                    shown = (f"{entry['speedup']:.3f}x the default" if entry["status"] == "ok"
-                             else f"{entry['status']}: {entry.get('error', '')}")
-                    print(f"compare: {kernel} D={head_dim} {name}: {shown} ({entry['seconds']:.0f} s)", flush=True)
+            for class_name, cls in tune.CLASSES.items():
+                shape = argparse.Namespace(**vars(args), kernel=kernel, head_dim=head_dim, window=cls["window"],
+                                           seq_len=cls["seq_len"])
+                row = results.setdefault((kernel, head_dim, class_name), {})
+                knobs = tune.knobs_that_run(args.family, kernel, head_dim, cls["window"], cls["seq_len"])
+                variants = [("tuned", knobs, ())]
+                if class_name in args.autoschedulers_on.split(","):
+                    variants += [(a, "", ("-p", os.path.join(plugin_dir, f"libautoschedule_{PLUGINS[a]}.so"),
+                                          f"autoscheduler={a}")) for a in AUTOSCHEDULERS]
+                with tempfile.TemporaryDirectory(prefix="gka-compare-") as work:
+                    trials = tune.Trials(shape, work)
+                    for name, knob_spec, extra in variants:
+                        start = time.time()
+                        entry = trials.measure(tune.parse_knobs(knob_spec), extra=extra,
+                                               check_shape=(shape.seq_len, args.heads))
+                        entry["seconds"] = time.time() - start
+                        row[name] = entry
+                        shown = (f"{entry['speedup']:.3f}x the default" if entry["status"] == "ok"
+                                 else f"{entry['status']}: {entry.get('error', '')}")
+                        print(f"compare: {kernel} D={head_dim} {class_name} {name}: {shown} "
+                              f"({entry['seconds']:.0f} s)", flush=True)
     with open(os.path.join(args.out, "compare.json"), "w") as f:
-        json.dump({f"{k} {d}": row for (k, d), row in results.items()}, f, indent=1)
+        json.dump({" ".join(map(str, key)): row for key, row in results.items()}, f, indent=1)
     write_report(args, results)
 
 
-def gflops(kernel, head_dim, args, ms):
-    left, right = tune.WINDOWS[args.window]
-    T = args.seq_len
+def gflops(kernel, head_dim, class_name, args, ms):
+    cls = tune.CLASSES[class_name]
+    (left, right), T = tune.WINDOWS[cls["window"]], cls["seq_len"]
     pairs = sum(i - (0 if left < 0 else max(0, i - left)) + 1 for i in range(T)) * args.heads if right == 0 else None
     if pairs is None:
         return float("nan")
@@ -93,32 +88,40 @@ def write_report(args, results):
     md = os.path.join(args.out, "report.md")
     with open(md, "w") as f:
         f.write(f"# Tuned vs default vs Halide's autoschedulers ({args.family})\n\n")
-        f.write(f"B=1, T={args.seq_len}, H={args.heads}, {args.window}; each variant timed interleaved with the "
-                "default-knob kernel (medians of 5 pairs), after a check against the double reference "
-                "on that same shape (autoscheduled pipelines fail on shapes smaller than their tiles).\n"
+        f.write(f"B=1, H={args.heads}, each class on its tuning shape (gka_autotune.CLASSES); each variant timed "
+                "interleaved with the default-knob kernel (medians of 5 pairs), after a check against the double "
+                "reference on that same shape (autoscheduled pipelines fail on shapes smaller than their tiles). "
+                f"Autoschedulers on the classes {args.autoschedulers_on}. "
                 "Anderson2021 is a GPU autoscheduler and has no CPU counterpart to run here.\n\n")
-        f.write("| kernel | D | variant | GFLOP/s | vs default | tuned vs it |\n| --- | --- | --- | --- | --- | --- |\n")
-        for (kernel, D), row in results.items():
+        f.write("| kernel | D | class (shape) | variant | GFLOP/s | vs default | tuned vs it |\n"
+                "| --- | --- | --- | --- | --- | --- | --- |\n")
+        for (kernel, D, class_name), row in results.items():
+            cls = tune.CLASSES[class_name]
+            where = f"| {kernel} | {D} | {class_name} (T={cls['seq_len']} {cls['window']}) |"
             default_ms = row["tuned"].get("default_ms")
             if default_ms:
-                f.write(f"| {kernel} | {D} | default | {gflops(kernel, D, args, default_ms):.1f} | 1.00 | "
+                f.write(f"{where} default | {gflops(kernel, D, class_name, args, default_ms):.1f} | 1.00 | "
                         f"{row['tuned'].get('speedup', float('nan')):.2f} |\n")
             for name, e in row.items():
                 if e["status"] != "ok":
-                    f.write(f"| {kernel} | {D} | {name} | {e['status']}: {e.get('error', '')[:120]} | | |\n")
+                    f.write(f"{where} {name} | {e['status']}: {e.get('error', '')[:120]} | | |\n")
                     continue
                 tuned_ms = row["tuned"].get("ms", float("nan"))
-                f.write(f"| {kernel} | {D} | {name} | {gflops(kernel, D, args, e['ms']):.1f} | {e['speedup']:.2f} | "
-                        f"{e['ms'] / tuned_ms:.2f} |\n")
+                f.write(f"{where} {name} | {gflops(kernel, D, class_name, args, e['ms']):.1f} | "
+                        f"{e['speedup']:.2f} | {e['ms'] / tuned_ms:.2f} |\n")
+        speedups = sorted(row["tuned"]["speedup"] for row in results.values() if row["tuned"]["status"] == "ok")
+        if speedups:
+            f.write(f"\nTuned vs default over the {len(speedups)} classes: median "
+                    f"{statistics.median(speedups):.2f}, min {speedups[0]:.2f}, max {speedups[-1]:.2f}.\n")
         logs = sorted(glob.glob(os.path.join(tune.ROOT, "autotune", "logs", "*.jsonl")))
         if logs:
             f.write("\n![search curves](search.png)\n")
     fig, ax = plt.subplots(figsize=(9, 4))
     labels, values = [], []
-    for (kernel, D), row in results.items():
+    for (kernel, D, class_name), row in results.items():
         for name, e in row.items():
             if e["status"] == "ok":
-                labels.append(f"{kernel[:3]} D={D}\n{name}")
+                labels.append(f"{kernel[:3]} D={D} {class_name}\n{name}")
                 values.append(e["speedup"])
     ax.bar(range(len(values)), values)
     ax.set_xticks(range(len(values)), labels, fontsize=6, rotation=60)

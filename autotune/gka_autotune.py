@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Searches the schedule knobs of one GKA kernel for one shape class and records the winner.
 
-    gka_autotune.py [--family avx512] [--kernel forward] [--head-dim 64] [--window causal]
-                    [--seq-len 4096] [--heads 8] [--trials 40] [--minutes 15] [--seed 1]
-                    [--log autotune/logs/<class>.jsonl] [--write-table]
+    gka_autotune.py [--family avx512] [--kernel forward] [--head-dim 64] [--class long]
+                    [--window causal] [--seq-len 4096] [--heads 8] [--trials 40] [--minutes 15]
+                    [--seed 1] [--log autotune/logs/<class>.jsonl] [--write-table]
+
+A shape class is a head dim, a window kind and a sequence-length range (CLASSES);
+it is tuned on one shape in it (--window, --seq-len: the class's by default).
 
 Each trial generates the kernel with the candidate knobs (the generator's `knobs`
 parameter), checks it against the double reference on a small problem, then times it
@@ -12,7 +15,9 @@ the score is default time / candidate time, so drift of the shared machine cance
 The search samples the knob space at random, then refines around the best (one knob
 moved to a neighbouring value at a time). Every trial goes to the log (JSON lines); a
 rerun with the same log resumes, skipping what was measured. --write-table stores the
-winner in schedules/tuned.tsv (only if it beats the default), which the build reads.
+winner in schedules/tuned.tsv, which the build reads: for the class "long" only if it
+beats the defaults; a narrower class always gets a row ("defaults" if they win), so
+that it never runs knobs tuned for other shapes.
 """
 import argparse
 import itertools
@@ -37,6 +42,14 @@ SPACES = {
                  "key_tile": [2, 3, 4, 6], "query_block": [16, 32, 64, 128], "d_block": [16, 32, 64, 128]},
 }
 WINDOWS = {"full": (-1, -1), "causal": (-1, 0), "w255": (255, 0)}
+# The standard shape classes of a kernel and head dim: the table's window kind and
+# sequence-length range, and the shape each is tuned on. "long" is the catch-all
+# kernel, which serves every shape no narrower class takes.
+CLASSES = {
+    "long": {"window_kind": "any", "seq_range": "any", "window": "causal", "seq_len": 4096},
+    "short": {"window_kind": "global", "seq_range": "1-2048", "window": "causal", "seq_len": 1024},
+    "sliding": {"window_kind": "sliding", "seq_range": "any", "window": "w255", "seq_len": 4096},
+}
 
 
 def family_targets():
@@ -53,6 +66,46 @@ def host_best_family():
 
 def knob_string(knobs):
     return ",".join(f"{k}:{v}" for k, v in sorted(knobs.items()))
+
+
+def parse_knobs(spec):
+    return {} if spec in ("", "defaults") else {k: int(v) for k, v in (item.split(":") for item in spec.split(","))}
+
+
+def table_rows():
+    """The rows of schedules/tuned.tsv as dicts (see its header)."""
+    names = ["family", "kernel", "head_dim", "window_kind", "seq_range", "knobs", "speedup", "tuned_on"]
+    if not os.path.exists(TABLE):
+        return []
+    return [dict(zip(names, line.rstrip("\n").split("\t"))) for line in open(TABLE)
+            if line.strip() and not line.startswith("#")]
+
+
+def window_kind(left, right, seq_len):
+    bounded = lambda span: 0 <= span < seq_len - 1  # noqa: E731
+    return "sliding" if bounded(left) and bounded(right) else "global"
+
+
+def narrowness(row):
+    return 4 * (row["head_dim"] != "any") + 2 * (row["window_kind"] != "any") + (row["seq_range"] != "any")
+
+
+def contains(row, head_dim, kind, seq_len):
+    if row["head_dim"] not in ("any", str(head_dim)) or row["window_kind"] not in ("any", kind):
+        return False
+    if row["seq_range"] == "any":
+        return True
+    lo, hi = row["seq_range"].split("-")
+    return int(lo) <= seq_len and (not hi or seq_len <= int(hi))
+
+
+def knobs_that_run(family, kernel, head_dim, window, seq_len):
+    """The knobs libgka's kernel for this shape was built with: the narrowest
+    containing row's (runtime/kernel_variants.h), "" (the defaults) without one."""
+    kind = window_kind(*WINDOWS[window], seq_len)
+    rows = [r for r in table_rows() if r["family"] == family and r["kernel"] == "gka_" + kernel
+            and contains(r, head_dim, kind, seq_len)]
+    return max(rows, key=narrowness)["knobs"] if rows else ""
 
 
 class Trials:
@@ -129,19 +182,20 @@ def neighbours(knobs, space):
 
 
 def write_table(args, best):
-    rows = []
-    if os.path.exists(TABLE):
-        rows = [l.rstrip("\n") for l in open(TABLE) if l.strip()]
-    key = (args.family, "gka_" + args.kernel, str(args.head_dim))
-    rows = [r for r in rows if r.startswith("#") or tuple(r.split("\t")[:3]) != key]
-    if best is not None:  # None: the defaults win, and an older row (tuned on older code) goes
-        shape = f"T={args.seq_len} H={args.heads} {args.window}"
-        rows.append("\t".join(list(key) + [knob_string(best["knobs"]), f"{best['speedup']:.3f}", shape]))
-    header = [r for r in rows if r.startswith("#")]
-    body = sorted(r for r in rows if not r.startswith("#"))
+    """Stores the class's winner (None: the defaults won) in the table."""
+    cls = CLASSES[args.shape_class]
+    key = [args.family, "gka_" + args.kernel, str(args.head_dim), cls["window_kind"], cls["seq_range"]]
+    lines = [l.rstrip("\n") for l in open(TABLE)] if os.path.exists(TABLE) else []
+    header = [l for l in lines if l.startswith("#")]
+    body = [l for l in lines if l.strip() and not l.startswith("#") and l.split("\t")[:5] != key]
+    shape = f"T={args.seq_len} H={args.heads} {args.window}"
+    if best is not None:
+        body.append("\t".join(key + [knob_string(best["knobs"]), f"{best['speedup']:.3f}", shape]))
+    elif args.shape_class != "long":  # the catch-all's defaults are its schedule's: no row needed
+        body.append("\t".join(key + ["defaults", "1.000", shape]))
     with open(TABLE, "w") as f:
-        f.write("\n".join(header + body) + "\n")
-    print(f"autotune: wrote {key} -> {knob_string(best['knobs']) if best else 'the defaults'} to {TABLE}")
+        f.write("\n".join(header + sorted(body)) + "\n")
+    print(f"autotune: wrote {' '.join(key)} -> {knob_string(best['knobs']) if best else 'the defaults'} to {TABLE}")
 
 
 def main():
@@ -149,8 +203,9 @@ def main():
     ap.add_argument("--family", default=host_best_family(), choices=sorted(family_targets()))
     ap.add_argument("--kernel", default="forward", choices=sorted(SPACES))
     ap.add_argument("--head-dim", type=int, default=64, choices=[64, 128])
-    ap.add_argument("--window", default="causal", choices=sorted(WINDOWS))
-    ap.add_argument("--seq-len", type=int, default=4096)
+    ap.add_argument("--class", dest="shape_class", default="long", choices=list(CLASSES))
+    ap.add_argument("--window", choices=sorted(WINDOWS), help="the tuning shape's window (default: the class's)")
+    ap.add_argument("--seq-len", type=int, help="the tuning shape's length (default: the class's)")
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--minutes", type=float, default=15)
@@ -161,7 +216,13 @@ def main():
     ap.add_argument("--write-table", action="store_true")
     ap.add_argument("--fresh", action="store_true", help="start a new log instead of resuming")
     args = ap.parse_args()
-    shape_class = f"{args.family}-{args.kernel}-d{args.head_dim}"
+    cls = CLASSES[args.shape_class]
+    args.window = args.window or cls["window"]
+    args.seq_len = args.seq_len or cls["seq_len"]
+    row = dict(head_dim=str(args.head_dim), window_kind=cls["window_kind"], seq_range=cls["seq_range"])
+    if not contains(row, args.head_dim, window_kind(*WINDOWS[args.window], args.seq_len), args.seq_len):
+        sys.exit(f"autotune: T={args.seq_len} {args.window} is not in the class {args.shape_class} ({cls})")
+    shape_class = f"{args.family}-{args.kernel}-d{args.head_dim}-{args.shape_class}"
     args.log = args.log or os.path.join(ROOT, "autotune", "logs", shape_class + ".jsonl")
     os.makedirs(os.path.dirname(args.log), exist_ok=True)
 
@@ -178,7 +239,12 @@ def main():
     everything = [dict(zip(space, values)) for values in itertools.product(*space.values())]
     everything = [k for k in everything if k["d_block"] <= args.head_dim]  # larger blocks are the same kernel
     rng.shuffle(everything)
-    n_random = args.random_trials if args.random_trials is not None else max(1, args.trials // 2)
+    # The table's knobs for this kernel's other classes first: often good here too.
+    seeds = [parse_knobs(r["knobs"]) for r in table_rows()
+             if (r["family"], r["kernel"], r["head_dim"]) == (args.family, "gka_" + args.kernel, str(args.head_dim))]
+    seeds = [k for i, k in enumerate(seeds) if set(k) == set(space) and k not in seeds[:i]]
+    everything = seeds + [k for k in everything if k not in seeds]
+    n_random = len(seeds) + (args.random_trials if args.random_trials is not None else max(1, args.trials // 2))
 
     start, deadline = time.time(), time.time() + 60 * args.minutes
     with tempfile.TemporaryDirectory(prefix="gka-autotune-") as work:

@@ -12,32 +12,77 @@ set(GKA_KERNELS gka_forward gka_backward)
 # Head dims compiled with constant loops; "any" serves every other head dim.
 set(GKA_HEAD_DIMS 64 128 any)
 
-# The autotuner's table: GKA_TUNED_<family>_<kernel>_<head_dim> = its knobs.
+# The autotuner's table (schedules/tuned.tsv). A row whose shape class is
+# "any any" sets the knobs of the (family, kernel, head dim) variant:
+# GKA_TUNED_<family>_<kernel>_<head_dim>. A row for a narrower class (a window
+# kind, a sequence-length range) adds a variant of its own, listed in
+# GKA_CLASSES_<family>_<kernel>_<head_dim> as "window|seq_len|knobs".
 file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv tuned_rows REGEX "^[^#]")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv)
 foreach (row IN LISTS tuned_rows)
     string(REPLACE "\t" ";" fields "${row}")
+    list(LENGTH fields n)
+    if (n LESS 6)
+        message(FATAL_ERROR "schedules/tuned.tsv: a row needs family, kernel, head_dim, window, seq_len, knobs: '${row}'")
+    endif ()
     list(GET fields 0 family)
     list(GET fields 1 kernel)
     list(GET fields 2 head_dim)
-    list(GET fields 3 knobs)
-    set(GKA_TUNED_${family}_${kernel}_${head_dim} "${knobs}")
+    list(GET fields 3 window)
+    list(GET fields 4 seq_len)
+    list(GET fields 5 knobs)
+    if (NOT window MATCHES "^(any|global|sliding)$" OR NOT seq_len MATCHES "^(any|[0-9]+-[0-9]*)$")
+        message(FATAL_ERROR "schedules/tuned.tsv: window must be any|global|sliding and seq_len any|lo-|lo-hi: '${row}'")
+    endif ()
+    if (window STREQUAL "any" AND seq_len STREQUAL "any")
+        set(GKA_TUNED_${family}_${kernel}_${head_dim} "${knobs}")
+    else ()
+        list(APPEND GKA_CLASSES_${family}_${kernel}_${head_dim} "${window}|${seq_len}|${knobs}")
+    endif ()
 endforeach ()
 
-# gka_add_kernel(<kernel> <family> <head_dim> [KNOBS name:value,...]) defines
-# the static library <kernel>_<family>_d<head_dim> (or _any), whose function has
-# the same name, with its STMT and assembly beside it for review.
+# gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
+# [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults]) defines the static library
+# <kernel>_<family>_d<head_dim> (or _any), with a suffix for a narrower shape
+# class (_sliding, _t1_2048), whose function has the same name, with its STMT
+# and assembly beside it for review. It appends the variant to
+# GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's dispatch table.
 function(gka_add_kernel kernel family head_dim)
-    cmake_parse_arguments(arg "" "KNOBS" "" ${ARGN})
-    if (NOT arg_KNOBS)
+    cmake_parse_arguments(arg "" "KNOBS;WINDOW;SEQ_LEN" "" ${ARGN})
+    if (NOT arg_WINDOW)
+        set(arg_WINDOW any)
+    endif ()
+    if (NOT arg_SEQ_LEN)
+        set(arg_SEQ_LEN any)
+    endif ()
+    if (NOT arg_KNOBS AND arg_WINDOW STREQUAL "any" AND arg_SEQ_LEN STREQUAL "any")
         set(arg_KNOBS "${GKA_TUNED_${family}_${kernel}_${head_dim}}")
+    endif ()
+    if (arg_KNOBS STREQUAL "defaults")  # a class's row saying its schedule's defaults win there
+        set(arg_KNOBS "")
     endif ()
     if (head_dim STREQUAL "any")
         set(name ${kernel}_${family}_any)
         set(params PARAMS head_dim=0)
+        set(dim 0)
     else ()
         set(name ${kernel}_${family}_d${head_dim})
         set(params PARAMS head_dim=${head_dim})
+        set(dim ${head_dim})
+    endif ()
+    if (NOT arg_WINDOW STREQUAL "any")
+        string(APPEND name _${arg_WINDOW})
+    endif ()
+    set(min_seq 1)
+    set(max_seq 0)  # no bound
+    if (arg_SEQ_LEN MATCHES "^([0-9]+)-([0-9]*)$")
+        set(min_seq ${CMAKE_MATCH_1})
+        if (CMAKE_MATCH_2)
+            set(max_seq ${CMAKE_MATCH_2})
+            string(APPEND name _t${min_seq}_${max_seq})
+        else ()
+            string(APPEND name _t${min_seq}_up)
+        endif ()
     endif ()
     if (arg_KNOBS)
         list(APPEND params knobs=${arg_KNOBS})
@@ -52,6 +97,24 @@ function(gka_add_kernel kernel family head_dim)
         ASSEMBLY ${name}_asm
         ${params}
     )
+    string(TOUPPER ${arg_WINDOW} window)
+    set(where cpu)
+    if (family STREQUAL "cuda")
+        set(where cuda)
+    endif ()
+    set(GKA_VARIANTS_${kernel}_${where} "${GKA_VARIANTS_${kernel}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\")" PARENT_SCOPE)
     set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
-    set(GKA_KNOBS_${name} "${arg_KNOBS}" PARENT_SCOPE)
 endfunction()
+
+# gka_add_kernel for a (kernel, family, head dim) and for each narrower shape
+# class the tuned table has for it.
+macro(gka_add_kernel_and_classes kernel family head_dim)
+    gka_add_kernel(${kernel} ${family} ${head_dim})
+    foreach (class IN LISTS GKA_CLASSES_${family}_${kernel}_${head_dim})
+        string(REPLACE "|" ";" class "${class}")
+        list(GET class 0 window)
+        list(GET class 1 seq_len)
+        list(GET class 2 knobs)
+        gka_add_kernel(${kernel} ${family} ${head_dim} WINDOW ${window} SEQ_LEN ${seq_len} KNOBS ${knobs})
+    endforeach ()
+endmacro()

@@ -20,8 +20,7 @@
 #include "HalideRuntime.h"
 #include "HalideRuntimeCuda.h"
 #include "gka/gka.h"
-#include "cpu_families.h"
-#include "gka_kernel_headers.h"
+#include "kernel_variants.h"
 #include "internal.h"
 
 namespace {
@@ -154,22 +153,6 @@ bool device_ready() {
     return false;
 }
 
-using CudaForward = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, int32_t, int32_t, halide_buffer_t *,
-                            halide_buffer_t *);
-using CudaBackward = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
-                             halide_buffer_t *, int32_t, int32_t, halide_buffer_t *, halide_buffer_t *);
-struct CudaKernels {
-    int head_dim;
-    CudaForward forward;
-    CudaBackward backward;
-};
-// GKA_HEAD_DIMS (cmake/GkaKernels.cmake): the fixed head dims, then any.
-const CudaKernels cuda_kernels[] = {
-    {64, gka_forward_cuda_d64, gka_backward_cuda_d64},
-    {128, gka_forward_cuda_d128, gka_backward_cuda_d128},
-    {0, gka_forward_cuda_any, gka_backward_cuda_any},
-};
-
 // A view of caller device memory: no host side, nothing to copy, nothing owned.
 struct DeviceBuffer {
     halide_dimension_t dims[4];
@@ -224,9 +207,9 @@ gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, 
     }
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
-    const CudaKernels &k = gka::for_head_dim(cuda_kernels, D);
-    int code = k.forward(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf);
-    return gka::internal::from_halide(code, "gka_forward_cuda", GKA_ERR_DEVICE);
+    const auto *k = gka::cuda_forward_variant(D, gka::window_kind(window.left, window.right, T), T);
+    return gka::internal::ran(k->name, k->run(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf),
+                              GKA_ERR_DEVICE);
 }
 
 gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma,
@@ -249,9 +232,10 @@ gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x,
     }
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
-    const CudaKernels &k = gka::for_head_dim(cuda_kernels, D);
-    int code = k.backward(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf, &dsb.buf);
-    return gka::internal::from_halide(code, "gka_backward_cuda", GKA_ERR_DEVICE);
+    const auto *k = gka::cuda_backward_variant(D, gka::window_kind(window.left, window.right, T), T);
+    return gka::internal::ran(
+        k->name, k->run(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf, &dsb.buf),
+        GKA_ERR_DEVICE);
 }
 
 }  // extern "C"

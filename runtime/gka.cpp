@@ -1,5 +1,5 @@
 // libgka's C ABI: argument validation, CPU family dispatch, threads and errors.
-// The kernels themselves are the AOT-compiled Halide pipelines (cpu_families.cpp).
+// The kernels themselves are the AOT-compiled Halide pipelines (kernel_variants.cpp).
 #include "gka/gka.h"
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include "HalideBuffer.h"
 #include "HalideRuntime.h"
 #include "block_cache.h"
-#include "cpu_families.h"
+#include "kernel_variants.h"
 #include "internal.h"
 
 namespace {
@@ -22,6 +22,7 @@ using gka::CpuFamily;
 using Halide::Runtime::Buffer;
 
 thread_local std::string last_error;
+thread_local const char *last_kernel = "";
 
 gka_status fail(gka_status status, std::string message) {
     last_error = std::move(message);
@@ -109,6 +110,11 @@ gka_status from_halide(int code, const std::string &where, gka_status other) {
     return ::fail(memory ? GKA_ERR_OUT_OF_MEMORY : other,
                   where + ": error " + std::to_string(code) + ": " + last_error);
 }
+gka_status ran(const char *kernel, int code, gka_status other) {
+    gka_status s = from_halide(code, kernel, other);
+    if (s == GKA_OK) last_kernel = kernel;
+    return s;
+}
 void initialize_once() { std::call_once(initialized, initialize); }
 
 gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
@@ -165,6 +171,10 @@ Buffer<float, 1> per_head(const float *p, const gka_shape &s) {
     return Buffer<float, 1>(const_cast<float *>(p), int(s.heads));
 }
 
+gka::WindowKind window_kind(const gka_window &w, const gka_shape &s) {
+    return gka::window_kind(w.left, w.right, s.seq_len);
+}
+
 
 }  // namespace
 
@@ -183,8 +193,8 @@ gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const
     auto sb = per_head(sigma, shape);
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
-    int code = f->for_head_dim(shape.head_dim).forward(xb, sb, w.left, w.right, yb, lb);
-    return gka::internal::from_halide(code, std::string("gka_forward (") + f->name + ")", GKA_ERR_INTERNAL);
+    const auto *k = gka::forward_variant(f->name, shape.head_dim, window_kind(window, shape), shape.seq_len);
+    return gka::internal::ran(k->name, k->run(xb, sb, w.left, w.right, yb, lb), GKA_ERR_INTERNAL);
 }
 
 gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
@@ -202,8 +212,8 @@ gka_status gka_backward(gka_shape shape, gka_window window, const float *x, cons
     auto sb = per_head(sigma, shape), dsb = per_head(dsigma, shape);
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
-    int code = f->for_head_dim(shape.head_dim).backward(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb);
-    return gka::internal::from_halide(code, std::string("gka_backward (") + f->name + ")", GKA_ERR_INTERNAL);
+    const auto *k = gka::backward_variant(f->name, shape.head_dim, window_kind(window, shape), shape.seq_len);
+    return gka::internal::ran(k->name, k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb), GKA_ERR_INTERNAL);
 }
 
 const char *gka_last_error(void) { return last_error.c_str(); }
@@ -224,14 +234,27 @@ int gka_cpu_family_supported(const char *family) {
     return f != nullptr && f->host_supports();
 }
 
-const char *gka_kernel_knobs(const char *family, const char *pass, int64_t head_dim) {
-    const CpuFamily *f = family ? gka::find_cpu_family(family) : nullptr;
-    if (f == nullptr || pass == nullptr) return nullptr;
-    const gka::Kernels &k = f->for_head_dim(head_dim);
-    if (std::string(pass) == "forward") return k.forward_knobs;
-    if (std::string(pass) == "backward") return k.backward_knobs;
-    return nullptr;
+const char *gka_kernel_variant(const char *family, const char *pass, gka_shape shape, gka_window window,
+                               const char **knobs) {
+    if (family == nullptr || pass == nullptr) return nullptr;
+    const gka::WindowKind kind = window_kind(window, shape);
+    const char *name = nullptr, *compiled_knobs = nullptr;
+    auto pick = [&](const auto *variant) {
+        if (variant) name = variant->name, compiled_knobs = variant->knobs;
+    };
+    const bool cuda = std::string(family) == "cuda";
+    if (std::string(pass) == "forward") {
+        cuda ? pick(gka::cuda_forward_variant(shape.head_dim, kind, shape.seq_len))
+             : pick(gka::forward_variant(family, shape.head_dim, kind, shape.seq_len));
+    } else if (std::string(pass) == "backward") {
+        cuda ? pick(gka::cuda_backward_variant(shape.head_dim, kind, shape.seq_len))
+             : pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len));
+    }
+    if (name && knobs) *knobs = compiled_knobs;
+    return name;
 }
+
+const char *gka_last_kernel(void) { return last_kernel; }
 
 int gka_num_threads(void) {
     std::call_once(initialized, initialize);

@@ -18,6 +18,9 @@ const std::string &last_message();  // also what Halide's error handler recorded
 // The status of a Halide pipeline's return code (`where`: the call and the
 // variant that ran): GKA_OK, GKA_ERR_OUT_OF_MEMORY, or `other`, with the message.
 gka_status from_halide(int code, const std::string &where, gka_status other);
+// from_halide for the kernel variant `kernel`, which on success becomes this
+// thread's gka_last_kernel().
+gka_status ran(const char *kernel, int code, gka_status other);
 // Installs Halide's error handler and reads the environment, once.
 void initialize_once();
 

@@ -1,37 +1,142 @@
-// schedules/tuned.tsv round-trips through the build: the kernel libgka runs
-// for a (family, pass, head dim) was compiled with the knobs of its table row,
-// and with the schedule's defaults where there is no row.
+// schedules/tuned.tsv round-trips through the build: for a shape, libgka picks
+// the variant of the narrowest shape class in the table that contains it,
+// compiled with that row's knobs (the schedule's defaults where no row
+// matches), and that variant is the one that runs.
 #include <catch2/catch.hpp>
 #include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "check.h"
 #include "gka/gka.h"
+#include "kernel_variants.h"
 
-TEST_CASE("the tuned table is what the build compiled", "[tuned]") {
+namespace {
+
+using gka::ShapeClass;
+using gka::WindowKind;
+
+struct Row {
+    std::string family, kernel;
+    ShapeClass shape;
+    std::string knobs;
+};
+
+ShapeClass parse_class(const std::string &head_dim, const std::string &window, const std::string &seq_len) {
+    ShapeClass c{head_dim == "any" ? 0 : std::stoll(head_dim),
+                 window == "global" ? WindowKind::GLOBAL : window == "sliding" ? WindowKind::SLIDING : WindowKind::ANY,
+                 1, 0};
+    if (seq_len != "any") {
+        const auto dash = seq_len.find('-');
+        c.min_seq_len = std::stoll(seq_len.substr(0, dash));
+        if (dash + 1 < seq_len.size()) c.max_seq_len = std::stoll(seq_len.substr(dash + 1));
+    }
+    return c;
+}
+
+std::vector<Row> read_table() {
     std::ifstream table(GKA_TUNED_TABLE);
     REQUIRE(table.good());
-    std::map<std::string, std::string> rows;  // "family kernel head_dim" -> knobs
+    std::vector<Row> rows;
     for (std::string line; std::getline(table, line);) {
         if (line.empty() || line[0] == '#') continue;
         std::istringstream in(line);
-        std::string family, kernel, head_dim, knobs;
-        REQUIRE(std::getline(in, family, '\t'));
-        REQUIRE(std::getline(in, kernel, '\t'));
-        REQUIRE(std::getline(in, head_dim, '\t'));
-        REQUIRE(std::getline(in, knobs, '\t'));
-        rows[family + " " + kernel + " " + head_dim] = knobs;
+        std::string f[6];
+        for (std::string &field : f) REQUIRE(std::getline(in, field, '\t'));
+        rows.push_back({f[0], f[1], parse_class(f[2], f[3], f[4]), f[5] == "defaults" ? "" : f[5]});
     }
+    return rows;
+}
+
+// The knobs the table gives a call: its narrowest containing row's, else "".
+std::string expected_knobs(const std::vector<Row> &rows, const std::string &family, const std::string &kernel,
+                           int64_t head_dim, WindowKind kind, int64_t seq_len) {
+    const Row *best = nullptr;
+    for (const Row &r : rows) {
+        if (r.family != family || r.kernel != kernel || !r.shape.contains(head_dim, kind, seq_len)) continue;
+        if (!best || r.shape.narrowness() > best->shape.narrowness()) best = &r;
+    }
+    return best ? best->knobs : "";
+}
+
+}  // namespace
+
+TEST_CASE("window kinds: sliding only when both sides bound the keys", "[tuned]") {
+    CHECK(gka::window_kind(-1, -1, 4096) == WindowKind::GLOBAL);
+    CHECK(gka::window_kind(-1, 0, 4096) == WindowKind::GLOBAL);
+    CHECK(gka::window_kind(255, -1, 4096) == WindowKind::GLOBAL);
+    CHECK(gka::window_kind(255, 0, 4096) == WindowKind::SLIDING);
+    CHECK(gka::window_kind(16, 16, 4096) == WindowKind::SLIDING);
+    CHECK(gka::window_kind(255, 0, 256) == WindowKind::GLOBAL);  // the window spans the sequence: causal
+    CHECK(gka::window_kind(254, 0, 256) == WindowKind::SLIDING);
+}
+
+TEST_CASE("shape classes: containment and narrowness", "[tuned]") {
+    const ShapeClass any{0, WindowKind::ANY, 1, 0}, d64{64, WindowKind::ANY, 1, 0},
+        sliding{64, WindowKind::SLIDING, 1, 0}, short_any{64, WindowKind::ANY, 1, 2048},
+        short_global{64, WindowKind::GLOBAL, 1, 2048};
+    CHECK(any.contains(96, WindowKind::SLIDING, 100000));
+    CHECK(!d64.contains(128, WindowKind::GLOBAL, 64));
+    CHECK(sliding.contains(64, WindowKind::SLIDING, 16384));
+    CHECK(!sliding.contains(64, WindowKind::GLOBAL, 16384));
+    CHECK(short_global.contains(64, WindowKind::GLOBAL, 2048));
+    CHECK(!short_global.contains(64, WindowKind::GLOBAL, 2049));
+    CHECK(any.narrowness() < d64.narrowness());
+    CHECK(d64.narrowness() < short_any.narrowness());
+    CHECK(short_any.narrowness() < sliding.narrowness());  // a window kind outranks a length range
+    CHECK(sliding.narrowness() < short_global.narrowness());
+}
+
+TEST_CASE("the tuned table is what the build compiled, and the variant it picks is what runs", "[tuned]") {
+    const std::vector<Row> rows = read_table();
+    // Probe lengths: each row's bounds and their neighbours, and common lengths.
+    std::vector<int64_t> lengths = {64, 1024, 4096, 16384};
+    for (const Row &r : rows) {
+        for (int64_t t : {r.shape.min_seq_len - 1, r.shape.min_seq_len, r.shape.max_seq_len, r.shape.max_seq_len + 1})
+            if (t >= 2) lengths.push_back(t);
+    }
+    const gka_window windows[] = {{-1, -1}, {-1, 0}, {16, 0}, {255, 0}};
     for (const char *family : {"avx512", "avx2", "generic"})
         for (const char *pass : {"forward", "backward"})
-            for (int head_dim : {64, 128}) {
-                const std::string key = std::string(family) + " gka_" + pass + " " + std::to_string(head_dim);
-                const char *compiled = gka_kernel_knobs(family, pass, head_dim);
-                INFO(key);
-                REQUIRE(compiled != nullptr);
-                CHECK(std::string(compiled) == (rows.count(key) ? rows[key] : std::string()));
-            }
-    CHECK(gka_kernel_knobs("avx512", "sideways", 64) == nullptr);
-    CHECK(gka_kernel_knobs("sse2", "forward", 64) == nullptr);
+            for (int64_t head_dim : {64, 96, 128})
+                for (int64_t seq_len : lengths)
+                    for (const gka_window &w : windows) {
+                        const gka_shape shape{1, seq_len, 8, head_dim};
+                        const WindowKind kind = gka::window_kind(w.left, w.right, seq_len);
+                        const char *knobs = nullptr;
+                        const char *name = gka_kernel_variant(family, pass, shape, w, &knobs);
+                        INFO(family << " " << pass << " D=" << head_dim << " T=" << seq_len << " window (" << w.left
+                                    << ", " << w.right << ")");
+                        REQUIRE(name != nullptr);
+                        CHECK(std::string(name).rfind(std::string("gka_") + pass + "_" + family + "_", 0) == 0);
+                        CHECK(std::string(knobs) ==
+                              expected_knobs(rows, family, std::string("gka_") + pass, head_dim, kind, seq_len));
+                    }
+    CHECK(gka_kernel_variant("avx512", "sideways", {1, 64, 1, 64}, {-1, 0}, nullptr) == nullptr);
+    CHECK(gka_kernel_variant("sse2", "forward", {1, 64, 1, 64}, {-1, 0}, nullptr) == nullptr);
+
+    // Each row's variant is the one that runs for a shape in its class, on the
+    // families this host runs, and agrees with the reference there.
+    for (const Row &r : rows) {
+        if (!gka_cpu_family_supported(r.family.c_str())) continue;
+        const int64_t head_dim = r.shape.head_dim ? r.shape.head_dim : 32;
+        const int64_t seq_len = std::max<int64_t>(r.shape.min_seq_len, 64);
+        const gka_window w = r.shape.window == WindowKind::SLIDING ? gka_window{8, 0} : gka_window{-1, 0};
+        const std::string pass = r.kernel.substr(4);
+        const char *knobs = nullptr;
+        const std::string name = gka_kernel_variant(r.family.c_str(), pass.c_str(), {1, seq_len, 1, head_dim}, w, &knobs);
+        INFO(r.family << " " << r.kernel << " " << name);
+        CHECK(std::string(knobs) == r.knobs);
+        REQUIRE(gka_set_cpu_family(r.family.c_str()) == GKA_OK);
+        const auto p = gka_ref::make_problem({1, seq_len, 2, head_dim}, w, {0.8f, 3.0f}, 1.5, seq_len);
+        const gka_test::Outputs out = gka_test::run_kernels(p);  // forward, then backward
+        if (pass == "forward") {
+            std::vector<float> y(out.y.size()), lse(out.lse.size());
+            REQUIRE(gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
+        }
+        CHECK(name == gka_last_kernel());
+        gka_test::check_report(r.family + " " + name, p, gka_test::compare(p, out));
+        REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+    }
 }

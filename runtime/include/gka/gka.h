@@ -60,10 +60,18 @@ GKA_API const char *gka_cpu_family(void);
 GKA_API gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
 GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
 
-/* The schedule knobs ("name:value,..."; "" = the schedule's defaults) that the
- * kernel of `pass` ("forward" or "backward") serving `head_dim` in `family` was
- * compiled with: the autotuner's table, schedules/tuned.tsv. NULL if unknown. */
-GKA_API const char *gka_kernel_knobs(const char *family, const char *pass, int64_t head_dim);
+/* The kernel variant that `pass` ("forward" or "backward") runs for this shape
+ * and window on `family` ("avx512", "avx2", "generic" or "cuda"): its name, e.g.
+ * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
+ * schedule knobs it was compiled with ("name:value,..."; "" = the schedule's
+ * defaults). The autotuner's table, schedules/tuned.tsv, gives knobs per shape
+ * class (head dim, window kind, sequence-length range); a call runs the
+ * variant of the narrowest class containing its shape. NULL if the family or
+ * pass is unknown. */
+GKA_API const char *gka_kernel_variant(const char *family, const char *pass, gka_shape shape, gka_window window,
+                                       const char **knobs);
+/* The variant that the last successful pass on this thread ran ("" if none). */
+GKA_API const char *gka_last_kernel(void);
 
 /* Worker threads of the CPU kernels: GKA_NUM_THREADS (environment) or the
  * number of cores, unless set here. */

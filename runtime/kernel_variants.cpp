@@ -1,0 +1,75 @@
+#include "kernel_variants.h"
+
+#include <cstring>
+
+#include "gka_kernel_variants.h"  // generated: the kernels' headers and the variant lists
+
+namespace gka {
+namespace {
+
+// The features each family's Halide target assumes (cmake/GkaKernels.cmake).
+bool has_avx512_skylake() {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+bool has_avx2_fma() {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx");
+}
+bool has_sse41() { return __builtin_cpu_supports("sse4.1"); }
+
+const CpuFamily families[] = {
+    {"avx512", has_avx512_skylake},
+    {"avx2", has_avx2_fma},
+    {"generic", has_sse41},
+};
+
+#define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs) \
+    {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs},
+const Variant<ForwardKernel> forward_variants[] = {GKA_FORWARD_CPU_VARIANTS};
+const Variant<BackwardKernel> backward_variants[] = {GKA_BACKWARD_CPU_VARIANTS};
+const Variant<CudaForwardKernel> cuda_forward_variants[] = {GKA_FORWARD_CUDA_VARIANTS};
+const Variant<CudaBackwardKernel> cuda_backward_variants[] = {GKA_BACKWARD_CUDA_VARIANTS};
+#undef GKA_VARIANT
+
+template <class Kernel, size_t N>
+const Variant<Kernel> *narrowest(const Variant<Kernel> (&variants)[N], const char *family, int64_t head_dim,
+                                 WindowKind kind, int64_t seq_len) {
+    const Variant<Kernel> *best = nullptr;
+    for (const Variant<Kernel> &v : variants) {
+        if (std::strcmp(v.family, family) != 0 || !v.shape.contains(head_dim, kind, seq_len)) continue;
+        if (best == nullptr || v.shape.narrowness() > best->shape.narrowness()) best = &v;
+    }
+    return best;
+}
+
+}  // namespace
+
+const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind kind,
+                                              int64_t seq_len) {
+    return narrowest(forward_variants, family, head_dim, kind, seq_len);
+}
+const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind kind,
+                                                int64_t seq_len) {
+    return narrowest(backward_variants, family, head_dim, kind, seq_len);
+}
+const Variant<CudaForwardKernel> *cuda_forward_variant(int64_t head_dim, WindowKind kind, int64_t seq_len) {
+    return narrowest(cuda_forward_variants, "cuda", head_dim, kind, seq_len);
+}
+const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, WindowKind kind, int64_t seq_len) {
+    return narrowest(cuda_backward_variants, "cuda", head_dim, kind, seq_len);
+}
+
+const CpuFamily *cpu_families(int *count) {
+    *count = sizeof(families) / sizeof(families[0]);
+    return families;
+}
+
+const CpuFamily *find_cpu_family(const char *name) {
+    for (const CpuFamily &f : families) {
+        if (std::strcmp(f.name, name) == 0) return &f;
+    }
+    return nullptr;
+}
+
+}  // namespace gka

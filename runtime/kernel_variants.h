@@ -1,0 +1,77 @@
+// The kernel variants compiled into libgka, the shape classes they serve, and
+// the CPU families' host support.
+//
+// Each (family, pass, head dim) has a variant with the schedule's default or
+// tuned knobs; schedules/tuned.tsv adds a variant for each narrower shape class
+// the autotuner found better knobs for (cmake/GkaKernels.cmake). A call runs the
+// variant of the narrowest class containing its shape.
+#pragma once
+
+#include <cstdint>
+
+#include "HalideRuntime.h"
+
+namespace gka {
+
+using ForwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, int32_t left, int32_t right,
+                              halide_buffer_t *y, halide_buffer_t *lse);
+using BackwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *y,
+                               halide_buffer_t *lse, halide_buffer_t *dy, int32_t left, int32_t right,
+                               halide_buffer_t *dx, halide_buffer_t *dsigma);
+// The CUDA kernels take a user_context first: the call's stream.
+using CudaForwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, int32_t, int32_t,
+                                  halide_buffer_t *, halide_buffer_t *);
+using CudaBackwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                                   halide_buffer_t *, halide_buffer_t *, int32_t, int32_t, halide_buffer_t *,
+                                   halide_buffer_t *);
+
+// GLOBAL: a side of the window is unbounded (full, causal), O(T^2) pairs;
+// SLIDING: both sides are bounded, O(T*W) pairs.
+enum class WindowKind { ANY, GLOBAL, SLIDING };
+// The kind of a window (gka_window's spans, -1 unbounded) on a sequence of
+// seq_len tokens: a span reaching past the sequence bounds nothing.
+inline WindowKind window_kind(int64_t left, int64_t right, int64_t seq_len) {
+    auto bounded = [&](int64_t span) { return span >= 0 && span < seq_len - 1; };
+    return bounded(left) && bounded(right) ? WindowKind::SLIDING : WindowKind::GLOBAL;
+}
+
+struct ShapeClass {
+    int64_t head_dim;  // 0: any
+    WindowKind window;
+    int64_t min_seq_len, max_seq_len;  // max 0: no bound
+
+    bool contains(int64_t dim, WindowKind kind, int64_t seq_len) const {
+        return (head_dim == 0 || head_dim == dim) && (window == WindowKind::ANY || window == kind) &&
+               seq_len >= min_seq_len && (max_seq_len == 0 || seq_len <= max_seq_len);
+    }
+    // A fixed head dim first, then a window kind, then a length range.
+    int narrowness() const {
+        return 4 * (head_dim != 0) + 2 * (window != WindowKind::ANY) + (min_seq_len > 1 || max_seq_len != 0);
+    }
+};
+
+template <class Kernel>
+struct Variant {
+    const char *family;
+    ShapeClass shape;
+    Kernel run;
+    const char *name;   // the kernel's function name, e.g. gka_forward_avx512_d64_sliding
+    const char *knobs;  // its schedule knobs from schedules/tuned.tsv; "" = the schedule's defaults
+};
+
+// The variant of `family` for a call of these shapes, or null if the family
+// has no kernels (every family has one for any head dim and shape).
+const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len);
+const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len);
+const Variant<CudaForwardKernel> *cuda_forward_variant(int64_t head_dim, WindowKind, int64_t seq_len);
+const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, WindowKind, int64_t seq_len);
+
+struct CpuFamily {
+    const char *name;
+    bool (*host_supports)();
+};
+// Best first.
+const CpuFamily *cpu_families(int *count);
+const CpuFamily *find_cpu_family(const char *name);
+
+}  // namespace gka
