@@ -15,7 +15,8 @@ the score is default time / candidate time, so drift of the shared machine cance
 The search samples the knob space at random, then refines around the best (one knob
 moved to a neighbouring value at a time). Every trial goes to the log (JSON lines); a
 rerun with the same log resumes, skipping what was measured. --write-table stores the
-winner in schedules/tuned.tsv, which the build reads: for the class "long" only if it
+winner in schedules/tuned.tsv (the best three re-measured once, each scored by its
+slower figure), which the build reads: for the class "long" only if it
 beats the defaults; a narrower class always gets a row ("defaults" if they win), so
 that it never runs knobs tuned for other shapes.
 """
@@ -256,13 +257,15 @@ def main():
 
             def candidates():
                 yield from everything[:n_random]
-                while True:  # refine: neighbours of the best so far, until none is new
+                more_random = iter(everything[n_random:])
+                while True:  # refine: neighbours of the best so far
                     b = best()
-                    fresh = [k for k in neighbours(b["knobs"], space)] if b else everything[n_random:]
-                    fresh = [k for k in fresh if knob_string(k) not in done]
-                    if not fresh:
-                        return
-                    yield from fresh[:1]
+                    fresh = [k for k in neighbours(b["knobs"], space) if knob_string(k) not in done] if b else []
+                    if not fresh:  # the best's neighbourhood is measured: another random sample
+                        fresh = [next((k for k in more_random if knob_string(k) not in done), None)]
+                        if fresh[0] is None:
+                            return
+                    yield fresh[0]
 
             count = 0
             for knobs in candidates():
@@ -286,13 +289,17 @@ def main():
             sys.exit("autotune: no candidate passed the reference check")
         print(f"autotune: best for {shape_class}: {knob_string(b['knobs'])} at {b['speedup']:.3f}x the default")
         if args.write_table:
-            # One lucky run on a shared machine is no win: the best is measured again,
-            # and its slower figure decides; the default stays unless it is beaten.
-            again = trials.measure(b["knobs"])
-            confirmed = min(b["speedup"], again.get("speedup", 0.0))
-            print(f"autotune: confirmation run: {again.get('speedup', 0.0):.3f}x")
-            if confirmed > 1.02:
-                write_table(args, dict(b, speedup=confirmed))
+            # One lucky run on a shared machine is no win: the best three are measured
+            # again, each scored by its slower figure; the default stays unless beaten.
+            finalists = sorted((e for e in done.values() if e["status"] == "ok"), key=lambda e: -e["speedup"])[:3]
+            for e in finalists:
+                again = trials.measure(e["knobs"])
+                e["confirmed"] = min(e["speedup"], again.get("speedup", 0.0))
+                print(f"autotune: confirmation run of {knob_string(e['knobs'])}: {again.get('speedup', 0.0):.3f}x",
+                      flush=True)
+            b = max(finalists, key=lambda e: e["confirmed"])
+            if b["confirmed"] > 1.02:
+                write_table(args, dict(b, speedup=b["confirmed"]))
             else:
                 print("autotune: the default stays (no candidate beat it in both runs)")
                 write_table(args, None)
