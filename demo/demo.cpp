@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "gka/gka.h"
@@ -59,8 +60,8 @@ int main() {
     const int64_t H = shape.heads, D = shape.head_dim, T = shape.seq_len;
     std::printf("gka demo: B=%lld T=%lld H=%lld D=%lld float32, CPU family %s, %d threads\n\n",
                 (long long)shape.batch, (long long)T, (long long)H, (long long)D, gka_cpu_family(), gka_num_threads());
-    std::printf("%-12s %-9s %10s %9s %14s   %s\n", "window", "pass", "time (ms)", "GFLOP/s", "reference (ms)",
-                "max error / max |ref| (head 0 vs double loops)");
+    std::printf("%-12s %-9s %10s %9s %14s   %-30s %s\n", "window", "pass", "time (ms)", "GFLOP/s", "reference (ms)",
+                "max error / max |ref| (head 0)", "kernel variant that ran");
 
     std::vector<float> sigma(H);
     for (int64_t h = 0; h < H; h++) sigma[h] = 0.5f + 0.25f * h;
@@ -69,10 +70,12 @@ int main() {
         std::vector<float> y(p.size()), lse(p.rows()), dx(p.size()), dsigma(H);
         const double pairs = double(gka_ref::allowed_pairs(shape, w));
         const double fwd = median_seconds([&] { check(gka_forward(shape, w, p.x.data(), p.sigma.data(), y.data(), lse.data())); });
+        const std::string fwd_kernel = gka_last_kernel();  // the shape class's variant (schedules/tuned.tsv)
         const double bwd = median_seconds([&] {
             check(gka_backward(shape, w, p.x.data(), p.sigma.data(), y.data(), lse.data(), p.dy.data(), dx.data(),
                                dsigma.data()));
         });
+        const std::string bwd_kernel = gka_last_kernel();
 
         // Head 0 alone, through the reference loops.
         gka_ref::Problem one{{1, T, 1, D}, w, {}, {sigma[0]}, {}};
@@ -92,12 +95,12 @@ int main() {
         const double y_err = head0_error(y, rf.y, p, H * D, D);
         std::vector<float> lse0(lse.begin(), lse.begin() + T);
         const double lse_err = head0_error(lse0, rf.lse, one, 1, 1);
-        std::printf("%-12s %-9s %10.2f %9.1f %14.0f   y %.1e, lse %.1e\n", name, "forward", fwd * 1e3,
-                    4 * D * pairs / fwd * 1e-9, ref_fwd * 1e3, y_err, lse_err);
+        std::printf("%-12s %-9s %10.2f %9.1f %14.0f   y %.1e, lse %.1e    %s\n", name, "forward", fwd * 1e3,
+                    4 * D * pairs / fwd * 1e-9, ref_fwd * 1e3, y_err, lse_err, fwd_kernel.c_str());
         const double dx_err = head0_error(dx, rb.dx, p, H * D, D);
         const double ds_err = std::abs(dsigma[0] - rb.dsigma[0]) / std::abs(rb.dsigma[0]);
-        std::printf("%-12s %-9s %10.2f %9.1f %14.0f   dx %.1e, dsigma %.1e\n", name, "backward", bwd * 1e3,
-                    10 * D * pairs / bwd * 1e-9, ref_bwd * 1e3, dx_err, ds_err);
+        std::printf("%-12s %-9s %10.2f %9.1f %14.0f   dx %.1e, dsigma %.1e   %s\n", name, "backward", bwd * 1e3,
+                    10 * D * pairs / bwd * 1e-9, ref_bwd * 1e3, dx_err, ds_err, bwd_kernel.c_str());
     }
     std::printf("\nreference (ms): the double-precision loops of tests/reference.cpp, timed on head 0 and x%lld heads.\n",
                 (long long)H);
