@@ -11,7 +11,8 @@ it is tuned on one shape in it (--window, --seq-len: the class's by default).
 Each trial generates the kernel with the candidate knobs (the generator's `knobs`
 parameter), checks it against the double reference on a small problem, then times it
 interleaved with the default-knob kernel on the tuning shape (autotune/harness.cpp);
-the score is default time / candidate time, so drift of the shared machine cancels.
+the score is the median over pairs of runs of default time / candidate time (at least
+5 pairs, a second of them), so drift of the shared machine cancels.
 The search samples the knob space at random, then refines around the best (one knob
 moved to a neighbouring value at a time). Every trial goes to the log (JSON lines); a
 rerun with the same log resumes, skipping what was measured. --write-table stores the
@@ -170,8 +171,8 @@ class Trials:
             return {"status": "crashed", "error": r.stderr[-500:]}
         if words[0] != "ok":
             return {"status": "wrong", "error": " ".join(words[1:])}
-        cand, base = float(words[1]), float(words[2])
-        return {"status": "ok", "ms": cand, "default_ms": base, "speedup": base / cand}
+        cand, base, speedup = (float(w) for w in words[1:4])
+        return {"status": "ok", "ms": cand, "default_ms": base, "speedup": speedup}
 
 
 def neighbours(knobs, space):
