@@ -4,7 +4,9 @@
     report.py [--quick | --smoke] [--repetitions N] [--out DIR] [--bench PATH]
 
 Every figure is the median of N repetitions; ratios are taken between
-benchmarks of the same run (the machine is shared and noisy).
+benchmarks of the same run (the machine is shared and noisy), whose repetitions
+are interleaved in random order, so that the kernels and their yardsticks sample
+the same moments of the machine rather than one slow stretch each.
 """
 import argparse
 import json
@@ -26,7 +28,8 @@ def run_suite(args):
     os.makedirs(args.out, exist_ok=True)
     out_json = os.path.join(args.out, "bench.json")
     cmd = [args.bench, f"--benchmark_repetitions={args.repetitions}", "--benchmark_report_aggregates_only=true",
-           f"--benchmark_out={out_json}", "--benchmark_out_format=json"]
+           "--benchmark_enable_random_interleaving=true", f"--benchmark_out={out_json}",
+           "--benchmark_out_format=json"]
     if args.mode != "full":
         cmd.insert(1, f"--{args.mode}")
     print("report: running", " ".join(cmd), flush=True)
@@ -100,7 +103,7 @@ def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target
     with open(path, "w") as f:
         f.write("# GKA benchmark report\n\n")
         f.write(f"Host: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs at "
-                f"{context.get('mhz_per_cpu', '?')} MHz; B=1, H=8; medians of the run's repetitions.\n")
+                f"{context.get('mhz_per_cpu', '?')} MHz; B=1, H=8; medians of the run's repetitions, interleaved at random.\n")
         f.write(f"Yardstick: {sgemm_name} (OpenBLAS) = {sgemm:.1f} GFLOP/s in the same run.\n\n")
         f.write("## Targets (best family: %s)\n\n| target | goal | measured | met |\n| --- | --- | --- | --- |\n" % best)
         for name, goal, value, met in target_lines:
