@@ -4,6 +4,7 @@
     gka_autotune.py [--family avx512] [--kernel forward] [--head-dim 64] [--class long]
                     [--window causal] [--seq-len 4096] [--heads 8] [--trials 40] [--minutes 15]
                     [--seed 1] [--log autotune/logs/<class>.jsonl] [--write-table]
+    gka_autotune.py --measure band:96,key_tile:32 [--trials 3] [shape options as above]
 
 A shape class is a head dim, a window kind and a sequence-length range (CLASSES);
 it is tuned on one shape in it (--window, --seq-len: the class's by default).
@@ -148,6 +149,7 @@ class Trials:
                "-e", "h" if header_only else "static_library,h", "target=" + self.target,
                f"head_dim={self.args.head_dim}"] + ([f"knobs={knobs}"] if knobs else []) + list(extra)
         r = self.run(cmd)
+        self.generator_error = r.stderr.strip().splitlines()[-1] if r.returncode and r.stderr.strip() else ""
         if header_only and r.returncode == 0:
             os.replace(os.path.join(outdir, name + ".h"), os.path.join(self.work, name + ".h"))
         return None if r.returncode else os.path.join(outdir, name + ".a")
@@ -157,7 +159,7 @@ class Trials:
         arguments, e.g. an autoscheduler) against the default-knob kernel."""
         lib = self.generate("candidate", knob_string(knobs), extra=extra)
         if lib is None:
-            return {"status": "invalid"}
+            return {"status": "invalid", "error": self.generator_error}
         exe = os.path.join(self.work, "harness")
         r = self.run(["g++", os.path.join(self.work, "harness.o"), os.path.join(self.work, "reference.o"), lib,
                       self.baseline, os.path.join(self.work, "runtime.a"), "-lpthread", "-ldl", "-o", exe])
@@ -217,6 +219,8 @@ def main():
     ap.add_argument("--log")
     ap.add_argument("--write-table", action="store_true")
     ap.add_argument("--fresh", action="store_true", help="start a new log instead of resuming")
+    ap.add_argument("--measure", metavar="KNOBS", help="score these knobs (name:value,...) --trials times and "
+                    "exit, without searching, logging or writing the table")
     args = ap.parse_args()
     cls = CLASSES[args.shape_class]
     args.window = args.window or cls["window"]
@@ -227,6 +231,19 @@ def main():
     shape_class = f"{args.family}-{args.kernel}-d{args.head_dim}-{args.shape_class}"
     args.log = args.log or os.path.join(ROOT, "autotune", "logs", shape_class + ".jsonl")
     os.makedirs(os.path.dirname(args.log), exist_ok=True)
+
+    if args.measure is not None:
+        with tempfile.TemporaryDirectory(prefix="gka-autotune-") as work:
+            trials = Trials(args, work)
+            for n in range(args.trials):
+                entry = trials.measure(parse_knobs(args.measure))
+                shown = f"{entry['speedup']:.3f}x the default ({entry['ms']:.2f} vs {entry['default_ms']:.2f} ms)" \
+                    if entry["status"] == "ok" else f"{entry['status']} {entry.get('error', '')}"
+                print(f"[{n + 1}/{args.trials}] {args.measure or 'defaults'} on T={args.seq_len} {args.window}: {shown}",
+                      flush=True)
+                if entry["status"] != "ok":
+                    sys.exit(1)
+        return
 
     space = SPACES[args.kernel]
     done = {}
