@@ -63,7 +63,7 @@ void schedule_backward_cpu(BackwardPipeline &p, const Knobs &k) {
         schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"]);
         // Per key block: keys transposed for the score and dP GEMMs; values read in place.
         const Scores &scores = p.by_query.scores;
-        transposed_block_copy(scores.key_features, {scores.dot, p.by_query.dprob}, sum.block_level(), vec);
+        transposed_block_copy(scores.key_features, {scores.dot, p.by_query.dprob}, sum.block_level(), kb, vec);
         PairTerms &t = p.by_query;
         const LoopLevel at = sum.tile_level();
         t.dscore.compute_at(at).bound_extent(v.j, kb).bound_extent(v.i, qt).vectorize(v.j, vec);
@@ -76,8 +76,8 @@ void schedule_backward_cpu(BackwardPipeline &p, const Knobs &k) {
         BandSum sum{p.key_sum, p.key_stats, p.queries.y, p.queries.x};
         schedule_band_sum(sum, v, p.head_dim, vec, kt, k["d_block"]);
         // Per query block: queries and their dy transposed for the GEMMs; values read in place.
-        transposed_block_copy(p.by_key.scores.query_features, {p.by_key.scores.dot}, sum.block_level(), vec);
-        transposed_block_copy(dy_rows, {p.by_key.dprob}, sum.block_level(), vec);
+        transposed_block_copy(p.by_key.scores.query_features, {p.by_key.scores.dot}, sum.block_level(), qb, vec);
+        transposed_block_copy(dy_rows, {p.by_key.dprob}, sum.block_level(), qb, vec);
         PairTerms &t = p.by_key;
         const LoopLevel at = sum.tile_level();
         for (Func f : {t.dscore, t.prob}) {

@@ -56,7 +56,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"]);
     // Keys transposed per key block for the score GEMM; values read in place.
     head_major(p.x, vec);
-    transposed_block_copy(p.scores.key_features, {p.scores.dot}, sum.block_level(), vec);
+    transposed_block_copy(p.scores.key_features, {p.scores.dot}, sum.block_level(), kt, vec);
     p.weight.compute_at(sum.tile_level()).bound_extent(v.j, kt).bound_extent(v.i, qt).vectorize(v.j, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.j, v.i, sum.tile_level(), kt, qt, vec);
 

@@ -7,7 +7,7 @@ namespace gka {
 
 using namespace Halide;
 
-void transposed_block_copy(Func f, const std::vector<Func> &consumers, const LoopLevel &at, int vec) {
+void transposed_block_copy(Func f, const std::vector<Func> &consumers, const LoopLevel &at, int block, int vec) {
     Func copy = f.in(consumers);
     std::vector<Var> a = copy.args();  // (d, h, t, b)
     // Square tiles, vectorized over tokens and unrolled over d, become dense
@@ -19,7 +19,10 @@ void transposed_block_copy(Func f, const std::vector<Func> &consumers, const Loo
         .split(a[0], a[0], di, vec, TailStrategy::GuardWithIf)  // any head dim: never read past D
         .reorder(ti, di, a[2], a[0], a[1], a[3])
         .vectorize(ti)
-        .unroll(di);
+        .unroll(di)
+        // A constant size: without it bounds inference sizes each block's copy at
+        // run time, and it is malloc'ed and freed once per block.
+        .bound_storage(a[2], (block + vec - 1) / vec * vec);
 }
 
 Func head_major(Func f, int vec) {
@@ -119,11 +122,16 @@ int constant_head_dim(const Expr &head_dim) {
 
 void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &across, const LoopLevel &at,
                          int lane_extent, int across_extent, int vec) {
+    const std::vector<Var> a = f.args();  // (j, i, h, b)
     f.compute_at(at)
         .bound_extent(lanes, lane_extent)
         .bound_extent(across, across_extent)
         .reorder_storage(lanes, across)
-        .vectorize(lanes, vec);
+        .vectorize(lanes, vec)
+        // One head of one batch a tile: said, so that the tile has a constant size
+        // (bounds inference across the compute_with'd row sums cannot prove it).
+        .bound_storage(a[2], 1)
+        .bound_storage(a[3], 1);
     // At most 4 vectors of lanes at a time, so that the accumulators stay in
     // registers when a block is longer than that.
     const int chunk = 4 * vec;

@@ -11,7 +11,7 @@ namespace gka {
 // iteration of `at`, stored transposed (tokens innermost) so that consecutive
 // tokens load as one vector; small, and reused from L1 by every micro-block.
 void transposed_block_copy(Halide::Func f, const std::vector<Halide::Func> &consumers,
-                           const Halide::LoopLevel &at, int vec);
+                           const Halide::LoopLevel &at, int block, int vec);
 
 // A whole copy of `f` (d, h, t, b) with each head's tokens contiguous, which
 // every reader of f then reads instead. A block of tokens becomes one dense run:
