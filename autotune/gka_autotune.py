@@ -316,11 +316,15 @@ def main():
             # One lucky run on a shared machine is no win: the best three are measured
             # again, each scored by its slower figure; the default stays unless beaten.
             finalists = sorted((e for e in done.values() if e["status"] == "ok"), key=lambda e: -e["speedup"])[:3]
-            for e in finalists:
-                again = trials.measure(e["knobs"])
-                e["confirmed"] = min(e["speedup"], again.get("speedup", 0.0))
-                print(f"autotune: confirmation run of {knob_string(e['knobs'])}: {again.get('speedup', 0.0):.3f}x",
-                      flush=True)
+            with open(args.log, "a") as log:
+                for e in finalists:
+                    again = trials.measure(e["knobs"])
+                    e["confirmed"] = min(e["speedup"], again.get("speedup", 0.0))
+                    print(f"autotune: confirmation run of {knob_string(e['knobs'])}: {again.get('speedup', 0.0):.3f}x",
+                          flush=True)
+                    # The log keeps the confirmed figure (a later line wins on resume), so
+                    # that an outlier does not stay the best that a rerun refines around.
+                    log.write(json.dumps(dict(e, speedup=e["confirmed"])) + "\n")
             b = max(finalists, key=lambda e: e["confirmed"])
             if b["confirmed"] > 1.02:
                 write_table(args, dict(b, speedup=b["confirmed"]))
