@@ -89,8 +89,9 @@ def write_report(args, results):
     with open(md, "w") as f:
         f.write(f"# Tuned vs default vs Halide's autoschedulers ({args.family})\n\n")
         f.write(f"B=1, H={args.heads}, each class on its tuning shape (gka_autotune.CLASSES); each variant timed "
-                "interleaved with the default-knob kernel (the median ratio of at least 5 pairs of runs, a second of them), after a check against the double "
-                "reference on that same shape (autoscheduled pipelines fail on shapes smaller than their tiles). "
+                "interleaved with the default-knob kernel (the median ratio of at least 5 pairs of runs, a "
+                "second of them), after a check against the double reference on that same shape "
+                "(autoscheduled pipelines fail on shapes smaller than their tiles). "
                 f"Autoschedulers on the classes {args.autoschedulers_on}. "
                 "Anderson2021 is a GPU autoscheduler and has no CPU counterpart to run here.\n\n")
         f.write("| kernel | D | class (shape) | variant | GFLOP/s | vs default | tuned vs it |\n"

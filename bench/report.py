@@ -103,7 +103,8 @@ def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target
     with open(path, "w") as f:
         f.write("# GKA benchmark report\n\n")
         f.write(f"Host: {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs at "
-                f"{context.get('mhz_per_cpu', '?')} MHz; B=1, H=8; medians of the run's repetitions, interleaved at random.\n")
+                f"{context.get('mhz_per_cpu', '?')} MHz; B=1, H=8; medians of the run's repetitions, "
+                "interleaved at random.\n")
         f.write(f"Yardstick: {sgemm_name} (OpenBLAS) = {sgemm:.1f} GFLOP/s in the same run.\n\n")
         f.write("## Targets (best family: %s)\n\n| target | goal | measured | met |\n| --- | --- | --- | --- |\n" % best)
         for name, goal, value, met in target_lines:

@@ -8,8 +8,9 @@
 namespace gka {
 
 // A copy of the block of `f` (d, h, t, b) that `consumers` read in one
-// iteration of `at`, stored transposed (tokens innermost) so that consecutive
-// tokens load as one vector; small, and reused from L1 by every micro-block.
+// iteration of `at` (`block` tokens), stored transposed (tokens innermost) so
+// that consecutive tokens load as one vector; small, and reused from L1 by
+// every micro-block.
 void transposed_block_copy(Halide::Func f, const std::vector<Halide::Func> &consumers,
                            const Halide::LoopLevel &at, int block, int vec);
 
