@@ -176,6 +176,10 @@ class Trials:
         cand, base, speedup = (float(w) for w in words[1:4])
         return {"status": "ok", "ms": cand, "default_ms": base, "speedup": speedup}
 
+    def slowest(self, knobs, speedup, runs):
+        """The lowest of `speedup` and `runs` more measurements of `knobs` (0 for a failed run)."""
+        return min([speedup] + [self.measure(knobs).get("speedup", 0.0) for _ in range(runs)])
+
 
 def neighbours(knobs, space):
     for name, values in space.items():
@@ -298,8 +302,7 @@ def main():
                 if entry["status"] == "ok" and b and entry["speedup"] > b["speedup"]:
                     # A new best steers the refinement: a lucky moment must not, so it
                     # is measured again and keeps its slower figure.
-                    again = trials.measure(knobs)
-                    entry["speedup"] = min(entry["speedup"], again.get("speedup", 0.0))
+                    entry["speedup"] = trials.slowest(knobs, entry["speedup"], 1)
                 done[name] = entry
                 log.write(json.dumps(entry) + "\n")
                 log.flush()
@@ -319,10 +322,9 @@ def main():
             finalists = sorted((e for e in done.values() if e["status"] == "ok"), key=lambda e: -e["speedup"])[:3]
             with open(args.log, "a") as log:
                 for e in finalists:
-                    again = [trials.measure(e["knobs"]).get("speedup", 0.0) for _ in range(2)]
-                    e["confirmed"] = min([e["speedup"]] + again)
-                    print(f"autotune: confirmation runs of {knob_string(e['knobs'])}: "
-                          + ", ".join(f"{a:.3f}x" for a in again), flush=True)
+                    e["confirmed"] = trials.slowest(e["knobs"], e["speedup"], 2)
+                    print(f"autotune: {knob_string(e['knobs'])} confirmed at {e['confirmed']:.3f}x "
+                          "(the slowest of its search run and two more)", flush=True)
                     # The log keeps the confirmed figure (a later line wins on resume), so
                     # that an outlier does not stay the best that a rerun refines around.
                     log.write(json.dumps(dict(e, speedup=e["confirmed"])) + "\n")

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "check.h"
@@ -59,6 +60,19 @@ const Row *narrowest_row(const std::vector<Row> &rows, const std::string &family
         if (!best || r.shape.narrowness() > best->shape.narrowness()) best = &r;
     }
     return best;
+}
+
+// The shortest probe shape (length >= 64, causal or a window of 8) whose
+// narrowest row is `row`; seq_len 0 when narrower rows take every probe.
+std::pair<int64_t, gka_window> probe_shape(const std::vector<Row> &rows, const Row &row, int64_t head_dim,
+                                           const std::vector<int64_t> &sorted_lengths) {
+    for (int64_t t : sorted_lengths) {
+        if (t < 64) continue;
+        for (const gka_window w : {gka_window{-1, 0}, gka_window{8, 0}})
+            if (narrowest_row(rows, row.family, row.kernel, head_dim, gka::window_kind(w.left, w.right, t), t) == &row)
+                return {t, w};
+    }
+    return {0, {}};
 }
 
 std::string expected_knobs(const std::vector<Row> &rows, const std::string &family, const std::string &kernel,
@@ -130,16 +144,7 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
     for (const Row &r : rows) {
         if (!gka_cpu_family_supported(r.family.c_str())) continue;
         const int64_t head_dim = r.shape.head_dim ? r.shape.head_dim : 32;
-        int64_t seq_len = 0;
-        gka_window w{};
-        for (auto t = lengths.begin(); t != lengths.end() && !seq_len; ++t)
-            for (const gka_window probe : {gka_window{-1, 0}, gka_window{8, 0}})
-                if (*t >= 64 && !seq_len &&
-                    narrowest_row(rows, r.family, r.kernel, head_dim, gka::window_kind(probe.left, probe.right, *t),
-                                  *t) == &r) {
-                    seq_len = *t;
-                    w = probe;
-                }
+        const auto [seq_len, w] = probe_shape(rows, r, head_dim, lengths);
         INFO(r.family << " " << r.kernel << ": no probe shape reaches this row; a narrower row shadows it");
         REQUIRE(seq_len > 0);
         const std::string pass = r.kernel.substr(4);
