@@ -41,8 +41,8 @@ TABLE = os.path.join(ROOT, "schedules", "tuned.tsv")
 SPACES = {
     "forward": {"band": [24, 48, 96], "query_tile": [2, 3, 4, 6, 8], "key_tile": [16, 32, 64, 128],
                 "d_block": [16, 32, 64, 128]},
-    "backward": {"band": [24, 48, 96], "query_tile": [2, 3, 4, 6], "key_block": [16, 32, 64, 128],
-                 "key_tile": [2, 3, 4, 6], "query_block": [16, 32, 64, 128], "d_block": [16, 32, 64, 128]},
+    "backward": {"band": [24, 48, 96], "key_tile": [2, 3, 4, 6, 8], "query_block": [16, 32, 64, 128],
+                 "d_block": [16, 32, 64, 128]},
 }
 WINDOWS = {"full": (-1, -1), "causal": (-1, 0), "w255": (255, 0)}
 # The standard shape classes of a kernel and head dim: the table's window kind and
@@ -256,7 +256,8 @@ def main():
     if os.path.exists(args.log):
         for line in open(args.log):
             entry = json.loads(line)
-            done[knob_string(entry["knobs"])] = entry
+            if set(entry["knobs"]) == set(space):  # else measured on a schedule since replaced
+                done[knob_string(entry["knobs"])] = entry
         print(f"autotune: resuming from {args.log} ({len(done)} trials measured)")
     rng = random.Random(args.seed)
     everything = [dict(zip(space, values)) for values in itertools.product(*space.values())]

@@ -19,12 +19,45 @@ struct PairTerms {
     Func prob, dprob, dscore;
 };
 
-struct BackwardPipeline {
+// What every backward algorithm reads: the inputs, clamped past T, and Dl.
+struct BackwardInputs {
     Vars v;
     Expr head_dim;
     Mask mask;
     Func x, y, dy, lse;             // inputs, clamped past T
     Func delta{"delta"};            // Dl_i = dy_i . y_i                         (t, h, b)
+};
+
+inline void define_backward_inputs(BackwardInputs &p, Func x, Func y, Func lse, Func dy, Expr head_dim,
+                                   const Mask &mask) {
+    const Vars &v = p.v;
+    p.head_dim = head_dim;
+    p.mask = mask;
+    p.x = clamped_features(x, mask.seq_len);
+    p.y = clamped_features(y, mask.seq_len);
+    p.dy = clamped_features(dy, mask.seq_len);
+    p.lse = Halide::BoundaryConditions::repeat_edge(lse, {{0, mask.seq_len}, {Expr(), Expr()}, {Expr(), Expr()}});
+    RDom rd(0, head_dim, "rd_delta");
+    p.delta(v.t, v.h, v.b) += p.dy(rd, v.h, v.t, v.b) * p.y(rd, v.h, v.t, v.b);
+}
+
+inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *direction, const Expr &scale) {
+    const Vars &v = p.v;
+    const std::string prefix = direction;
+    PairTerms t{gaussian_scores(p.x, sigma, p.head_dim, v), Func(prefix + "prob"), Func(prefix + "dprob"),
+                Func(prefix + "dscore")};
+    const RDom &rd = t.scores.rd;
+    t.prob(v.j, v.i, v.h, v.b) = Halide::select(
+        p.mask.allowed(v.i, v.j), exp_nonpositive(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
+    t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * t.scores.key_features(rd, v.h, v.j, v.b);
+    t.dscore(v.j, v.i, v.h, v.b) =
+        t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b)) * scale;
+    return t;
+}
+
+// Two reductions over the pairs, one per direction (the CUDA schedule's
+// algorithm; the CPU's is gka_backward_fused.h).
+struct BackwardPipeline : BackwardInputs {
     PairTerms by_query, by_key;     // the pair terms of each direction
 
     RDom keys;                      // the keys of a query band (Mask::key_in_window)
@@ -40,33 +73,11 @@ struct BackwardPipeline {
     Func dx, dsigma;                // the outputs
 };
 
-inline PairTerms pair_terms(const BackwardPipeline &p, Func sigma, const char *direction, const Expr &scale) {
-    const Vars &v = p.v;
-    const std::string prefix = direction;
-    PairTerms t{gaussian_scores(p.x, sigma, p.head_dim, v), Func(prefix + "prob"), Func(prefix + "dprob"),
-                Func(prefix + "dscore")};
-    const RDom &rd = t.scores.rd;
-    t.prob(v.j, v.i, v.h, v.b) = Halide::select(
-        p.mask.allowed(v.i, v.j), exp_nonpositive(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
-    t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * t.scores.key_features(rd, v.h, v.j, v.b);
-    t.dscore(v.j, v.i, v.h, v.b) =
-        t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b)) * scale;
-    return t;
-}
-
 // key_block, query_block: the tokens a block of each direction's windows (Mask::window).
 inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy, Expr head_dim,
                             Expr batch, const Mask &mask, int key_block, int query_block, Func dx, Func dsigma) {
     const Vars &v = p.v;
-    p.head_dim = head_dim;
-    p.mask = mask;
-    p.x = clamped_features(x, mask.seq_len);
-    p.y = clamped_features(y, mask.seq_len);
-    p.dy = clamped_features(dy, mask.seq_len);
-    p.lse = Halide::BoundaryConditions::repeat_edge(lse, {{0, mask.seq_len}, {Expr(), Expr()}, {Expr(), Expr()}});
-
-    RDom rd(0, head_dim, "rd_delta");
-    p.delta(v.t, v.h, v.b) += p.dy(rd, v.h, v.t, v.b) * p.y(rd, v.h, v.t, v.b);
+    define_backward_inputs(p, x, y, lse, dy, head_dim, mask);
     p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair
     // term instead of once per term of its sum.

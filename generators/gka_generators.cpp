@@ -108,9 +108,19 @@ public:
         const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
 
         const gka::Knobs k = gka::backward_knobs(get_target(), knobs);
-        gka::BackwardPipeline p;
-        gka::define_backward(p, x, sigma, y, lse, dy, head_dim, batch, gka::Mask(left, right, seq_len, k["band"]),
-                             k["key_block"], k["query_block"], dx, dsigma);
+        const gka::Mask mask(left, right, seq_len, k["band"]);
+        // On a GPU, one pass would need atomics to add the query sums of many
+        // key bands at once: CUDA walks the pairs once per direction instead.
+        const bool two_pass = gka::family_of(get_target()) == gka::Family::Cuda;
+        gka::BackwardPipeline two_passes;
+        gka::FusedBackwardPipeline one_pass;
+        if (two_pass) {
+            gka::define_backward(two_passes, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
+                                 k["query_block"], dx, dsigma);
+        } else {
+            gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_tile"],
+                                       k["query_block"], dx, dsigma);
+        }
         if (using_autoscheduler()) {
             const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
             for (auto *buf : {&x, &y, &dy}) estimate_features(*buf, d);
@@ -118,8 +128,10 @@ public:
             estimate_rows(lse);
             estimate_heads_and_window(sigma, left, right);
             dsigma.set_estimates({{0, estimate_heads}});
+        } else if (two_pass) {
+            gka::schedule_backward_cuda(two_passes, k);
         } else {
-            gka::schedule_backward(p, k, get_target());
+            gka::schedule_backward_cpu(one_pass, k);
         }
 
         for (auto *buf : {&x, &y, &dy}) dense_features(*buf, head_dim, heads, seq_len, batch);

@@ -65,15 +65,20 @@ struct Mask {
         return in_window(r, Halide::max(band * band_size - left_span, 0), band * band_size + band_size - 1 + right_span);
     }
     // The query at r of the window of the keys of `band`; bounds r to the band's last query.
-    Expr query_in_window(RDom &r, const Expr &band) const {
-        return in_window(r, Halide::max(band * band_size - right_span, 0), band * band_size + band_size - 1 + left_span);
+    Expr query_in_window(RDom &r, const Expr &band) const { return query_in_window(r, r.x, r.y, band); }
+    // The same over any two dimensions of r: `in_block` (of extent `block`) and `block`.
+    Expr query_in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &band) const {
+        return in_window(r, in_block, block, Halide::max(band * band_size - right_span, 0),
+                         band * band_size + band_size - 1 + left_span);
     }
 
 private:
-    Expr in_window(RDom &r, const Expr &first, const Expr &last) const {
-        const Expr last_token = Halide::min(last, seq_len - 1), block_start = r.y * r.x.extent();
+    Expr in_window(RDom &r, const Expr &first, const Expr &last) const { return in_window(r, r.x, r.y, first, last); }
+    Expr in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &first,
+                   const Expr &last) const {
+        const Expr last_token = Halide::min(last, seq_len - 1), block_start = block * in_block.extent();
         r.where(block_start <= last_token - first);  // the block: skipped whole past the last token
-        return first + block_start + r.x;
+        return first + block_start + in_block;
     }
 };
 

@@ -24,9 +24,4 @@ Knobs backward_knobs(const Target &target, const std::string &overrides) {
     return k;
 }
 
-void schedule_backward(BackwardPipeline &p, const Knobs &k, const Target &target) {
-    if (family_of(target) == Family::Cuda) return schedule_backward_cuda(p, k);
-    schedule_backward_cpu(p, k);
-}
-
 }  // namespace gka

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "../generators/gka_backward.h"
+#include "../generators/gka_backward_fused.h"
 #include "../generators/gka_forward.h"
 #include "knobs.h"
 
@@ -17,7 +18,6 @@ Knobs forward_knobs(const Halide::Target &target, const std::string &overrides);
 void schedule_forward(ForwardPipeline &p, const Knobs &k, const Halide::Target &target);
 
 Knobs backward_knobs(const Halide::Target &target, const std::string &overrides);
-void schedule_backward(BackwardPipeline &p, const Knobs &k, const Halide::Target &target);
 
 // Each family's default knobs and schedules, which the entry points above
 // (schedules.cpp) pick by target: the CPU families (forward_cpu.cpp,
@@ -25,7 +25,7 @@ void schedule_backward(BackwardPipeline &p, const Knobs &k, const Halide::Target
 Knobs cpu_forward_knobs(Family family);
 void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k);
 Knobs cpu_backward_knobs(Family family);
-void schedule_backward_cpu(BackwardPipeline &p, const Knobs &k);
+void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k);
 Knobs cuda_forward_knobs();
 void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k);
 Knobs cuda_backward_knobs();

@@ -1,0 +1,81 @@
+// GKA backward in one pass over the pairs, algorithm only (GKA.md, "Backward").
+// Each pair term is computed once and feeds both directions, as in
+// FlashAttention-2's backward: for each band of keys, the queries of its window
+// go by blocks, and each pair's dS and P are added both to its key's sums
+// (the key and value paths) and to its query's sum (the query path). The two
+// directions' sums are updated over the same reduction domain, in the same
+// order, so that a schedule can fuse them (compute_with) and keep one tile of
+// pair terms for both. The order is fixed: the results are deterministic.
+// (gka_backward.h walks the pairs twice, once per direction, and computes each
+// pair term twice: 7 GEMM-sized products for GKA.md's 5.)
+//
+// The query path drops the term -(1/sigma^2) (sum_j dS_ij) x_i: sum_j dS_ij is
+// 0 in exact arithmetic (GKA.md), and in floats it is the rounding of
+// dy_i . y_i recomputed from P.
+#pragma once
+
+#include "gka_backward.h"
+
+namespace gka {
+
+struct FusedBackwardPipeline : BackwardInputs {
+    PairTerms terms;                // dS carries 1/sigma^2 (both paths scale by it)
+
+    // Every pair, by (key in tile, query in block, key tile, query block, key band),
+    // innermost first: the order in which the sums below add their terms.
+    RDom pairs;
+    Halide::RVar key_in_tile, query_in_block, key_tile, query_block, key_band;
+    Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b)
+    Func key_stats{"key_stats"};    // {sum_i dS_it, sum_i dS_it s_it} / sigma^2   (h, t, b)
+    Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b)
+
+    RDom tokens;                    // every (t, b), for dsigma
+    Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij / sigma^2                 (h)
+    Func dx, dsigma;                // the outputs
+};
+
+// The key bands are mask.band_size keys, walked key_tile keys at a time; the
+// queries of a band's window go by blocks of query_block (Mask::query_in_window).
+inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy,
+                                  Expr head_dim, Expr batch, const Mask &mask, int key_tile, int query_block,
+                                  Func dx, Func dsigma) {
+    if (mask.band_size % key_tile != 0) {
+        throw std::invalid_argument("gka backward: the band must be a multiple of key_tile");
+    }
+    const Vars &v = p.v;
+    define_backward_inputs(p, x, y, lse, dy, head_dim, mask);
+    const Expr inv_var = 1.0f / (sigma(v.h) * sigma(v.h));
+    p.terms = pair_terms(p, sigma, "", inv_var);
+
+    const Expr bands = (mask.seq_len + mask.band_size - 1) / mask.band_size;
+    const Expr blocks = (mask.window_extent() + query_block - 1) / query_block;
+    p.pairs = RDom({{0, key_tile}, {0, query_block}, {0, mask.band_size / key_tile}, {0, blocks}, {0, bands}}, "pairs");
+    p.key_in_tile = p.pairs[0];
+    p.query_in_block = p.pairs[1];
+    p.key_tile = p.pairs[2];
+    p.query_block = p.pairs[3];
+    p.key_band = p.pairs[4];
+    const Expr key = mask.token(p.key_band, p.key_tile * key_tile + p.key_in_tile);
+    const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, p.key_band);
+
+    const Expr ds = p.terms.dscore(key, query, v.h, v.b), prob = p.terms.prob(key, query, v.h, v.b);
+    p.key_sum(v.d, v.h, v.t, v.b) = 0.0f;
+    p.key_sum(v.d, v.h, key, v.b) += ds * p.x(v.d, v.h, query, v.b) + prob * p.dy(v.d, v.h, query, v.b);
+    p.key_stats(v.h, v.t, v.b) = {0.0f, 0.0f};
+    p.key_stats(v.h, key, v.b) = {p.key_stats(v.h, key, v.b)[0] + ds,
+                                  p.key_stats(v.h, key, v.b)[1] + ds * p.terms.scores.score(key, query, v.h, v.b)};
+    p.query_sum(v.d, v.h, v.t, v.b) = 0.0f;
+    p.query_sum(v.d, v.h, query, v.b) += ds * p.x(v.d, v.h, key, v.b);
+
+    dx(v.d, v.h, v.t, v.b) =
+        p.key_sum(v.d, v.h, v.t, v.b) + p.query_sum(v.d, v.h, v.t, v.b) - p.key_stats(v.h, v.t, v.b)[0] * x(v.d, v.h, v.t, v.b);
+
+    // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.
+    p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");
+    p.dsigma_sum(v.h) += p.key_stats(v.h, p.tokens.x, p.tokens.y)[1];
+    dsigma(v.h) = p.dsigma_sum(v.h) * (-2.0f * sigma(v.h));
+    p.dx = dx;
+    p.dsigma = dsigma;
+}
+
+}  // namespace gka
