@@ -86,7 +86,9 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     // Per micro-tile: the pair terms, vectorized over queries i, unrolled over keys j.
     for (Func f : {t.dscore, t.prob}) {
         f.compute_at(tile_at).bound_extent(v.i, qb).bound_extent(v.j, kt).reorder_storage(v.i, v.j).reorder(v.i, v.j)
-            .vectorize(v.i, vec);
+            .vectorize(v.i, vec)
+            .bound_storage(v.h, 1)  // a constant size: no malloc per tile
+            .bound_storage(v.b, 1);
     }
     schedule_score_tile(t.scores.dot, t.scores.rd, v.i, v.j, tile_at, qb, kt, vec);
     schedule_score_tile(t.dprob, t.scores.rd, v.i, v.j, tile_at, qb, kt, vec);
