@@ -3,9 +3,11 @@
 //   query: dx_i += 1/sigma^2 sum_j dS_ij (x_j - x_i)     summed over the keys of query i
 //   key:   dx_j += 1/sigma^2 sum_i dS_ij (x_i - x_j)     summed over the queries of key j
 //   value: dx_j += sum_i P_ij dy_i                        summed over the queries of key j
-// The two directions are two reductions over the same pairs, each with its own
-// pair terms, so that no pair term is stored and no sum needs atomics: the
-// results are deterministic.
+// This file: the inputs and pair terms every backward shares, and the two-pass
+// algorithm the CUDA schedule runs: the two directions are two reductions over
+// the same pairs, each with its own pair terms, so that no pair term is stored
+// and no sum needs atomics: the results are deterministic. The CPU's one-pass
+// algorithm is gka_backward_fused.h.
 #pragma once
 
 #include "gka_math.h"
@@ -55,8 +57,7 @@ inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *dir
     return t;
 }
 
-// Two reductions over the pairs, one per direction (the CUDA schedule's
-// algorithm; the CPU's is gka_backward_fused.h).
+// Two reductions over the pairs, one per direction.
 struct BackwardPipeline : BackwardInputs {
     PairTerms by_query, by_key;     // the pair terms of each direction
 
