@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tuned knobs vs the schedule's defaults vs Halide's autoschedulers, per shape class.
 
-    compare.py [--family avx512] [--heads 8] [--autoschedulers-on long] [--out build/autotune-report]
+    compare.py [--family avx512] [--heads 8] [--kernels forward,backward] [--autoschedulers-on long]
+               [--out build/autotune-report]
 
 For each standard shape class (forward and backward, D = 64 and 128, the classes of
 gka_autotune.CLASSES), on the class's tuning shape, it builds the kernel with the
@@ -38,6 +39,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--family", default=tune.host_best_family())
     ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kernels", default="forward,backward", help="kernels (comma-separated) to compare")
     ap.add_argument("--autoschedulers-on", default="long", help="classes (comma-separated) to run them on")
     ap.add_argument("--build", default=os.path.join(tune.ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(tune.ROOT, "build", "autotune-report"))
@@ -47,7 +49,7 @@ def main():
     plugin_dir = os.path.join(halide.install_dir(), "lib64")
 
     results = {}  # (kernel, D, class) -> {variant: entry}
-    for kernel in ("forward", "backward"):
+    for kernel in args.kernels.split(","):
         for head_dim in (64, 128):
             for class_name, cls in tune.CLASSES.items():
                 shape = argparse.Namespace(**vars(args), kernel=kernel, head_dim=head_dim, window=cls["window"],

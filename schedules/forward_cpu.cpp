@@ -52,16 +52,26 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
 
     schedule_sqnorm(p.scores, v, p.head_dim, vec);
 
+    // y and lse a band at a time, the bands in parallel; each band's sums are
+    // computed there, in cache. (At root, they were a T x H x D buffer zeroed,
+    // written and read back.)
+    Var band("y_band"), offset("y_offset");
+    p.y.split(v.t, band, offset, k["band"], TailStrategy::GuardWithIf)
+        .reorder(v.d, offset, band, v.h, v.b)
+        .vectorize(v.d, vec, TailStrategy::GuardWithIf)
+        .parallel(band);
+    p.lse.split(v.t, band, offset, k["band"], TailStrategy::GuardWithIf)
+        .reorder(offset, band, v.h, v.b)
+        .parallel(band)
+        .compute_with(p.y, band);
     BandSum sum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
-    schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"]);
+    schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"], LoopLevel(p.y, band));
     // Keys transposed per key block for the score GEMM; values read in place.
     head_major(p.x, vec);
     transposed_block_copy(p.scores.key_features, {p.scores.dot}, sum.block_level(), kt, vec);
     p.weight.compute_at(sum.tile_level()).bound_extent(v.j, kt).bound_extent(v.i, qt).vectorize(v.j, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.j, v.i, sum.tile_level(), kt, qt, vec);
 
-    schedule_token_output(p.y, v, vec);
-    p.lse.vectorize(v.t, vec, TailStrategy::GuardWithIf).parallel(v.h);
 }
 
 }  // namespace gka

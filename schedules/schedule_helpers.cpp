@@ -57,7 +57,7 @@ void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim, int vec) {
 
 namespace {
 
-void schedule_band_stats(BandSum &s, const Vars &v, int vec, int tile, const Stage &with) {
+void schedule_band_stats(BandSum &s, const Vars &v, int vec, int tile, const Stage &with, const LoopLevel &at) {
     Var oo = s.micro_block, oi("oi"), lane("lane");
     const std::optional<int64_t> block = Internal::as_const_int(s.in_block.extent());
     if (!block || *block % vec != 0) {
@@ -65,8 +65,7 @@ void schedule_band_stats(BandSum &s, const Vars &v, int vec, int tile, const Sta
         Stage stats = s.stats.update();
         stats.split(v.offset, oo, oi, tile)
             .unroll(oi)
-            .reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b)
-            .parallel(v.band);
+            .reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b);
         stats.compute_with(with, oo);
         return;
     }
@@ -78,26 +77,25 @@ void schedule_band_stats(BandSum &s, const Vars &v, int vec, int tile, const Sta
     Func lanes = s.stats.update().split(s.in_block, ko, ki, vec).rfactor(ki, lane);
     std::vector<Var> storage = lanes.args();  // rfactor appends the lane: store it innermost
     std::rotate(storage.begin(), storage.end() - 1, storage.end());
-    lanes.compute_root().reorder_storage(storage).vectorize(lane).parallel(v.band);
+    lanes.compute_at(at).reorder_storage(storage).vectorize(lane);
     Stage partial = lanes.update();
     partial.split(v.offset, oo, oi, tile)
         .reorder(lane, ko, oi, oo, s.block, v.band, v.h, v.b)
         .vectorize(lane)
-        .unroll(oi)
-        .parallel(v.band);
+        .unroll(oi);
     partial.compute_with(with, oo);
-    s.stats.update().parallel(v.band);
 }
 
 }  // namespace
 
-void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int d_block) {
+void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int d_block,
+                       const LoopLevel &at) {
     Var oo = s.micro_block, oi("oi"), dd("dd");
-    s.sum.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.band);
-    s.stats.compute_root().vectorize(v.offset, vec).parallel(v.band);
+    s.sum.compute_at(at).vectorize(v.d, vec, TailStrategy::GuardWithIf);
+    s.stats.compute_at(at).vectorize(v.offset, vec);
 
     Stage sum = s.sum.update();
-    sum.split(v.offset, oo, oi, tile).unroll(oi).parallel(v.band);
+    sum.split(v.offset, oo, oi, tile).unroll(oi);
     // A head dim fixed at compile time gets constant, fully unrolled d loops
     // (and LLVM keeps the accumulators in registers); any other guards its edge.
     const int D = constant_head_dim(head_dim), db = std::min(D, d_block);
@@ -111,7 +109,7 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
             .reorder(v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b)
             .vectorize(v.d, vec, TailStrategy::GuardWithIf);
     }
-    schedule_band_stats(s, v, vec, tile, sum);
+    schedule_band_stats(s, v, vec, tile, sum, at);
 }
 
 

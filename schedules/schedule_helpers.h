@@ -34,12 +34,14 @@ struct BandSum {
     Halide::LoopLevel block_level() const { return Halide::LoopLevel(sum, block); }
 };
 
+// The sums of one band, computed at `at` (a loop over bands of their consumer).
 // The window goes block by block; in each, every micro-block of `tile` band
 // offsets (pair tiles are computed per micro-block, at `tile_level`)
 // accumulates d_block x tile values (vectorized over d) in registers across the
 // block. A block is thus read once per band, from cache. A head dim fixed at
 // compile time gets fully unrolled d loops.
-void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int d_block);
+void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int d_block,
+                       const Halide::LoopLevel &at);
 
 // The head dim if the generator fixed it at compile time, else 0.
 int constant_head_dim(const Halide::Expr &head_dim);
