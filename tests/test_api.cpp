@@ -106,16 +106,22 @@ TEST_CASE("windows wider than the sequence mean unbounded", "[api]") {
     CHECK(std::memcmp(a.y.data(), b.y.data(), a.y.size() * sizeof(float)) == 0);
 }
 
-TEST_CASE("repeated calls are bitwise identical, on every family", "[api]") {
+TEST_CASE("repeated calls are bitwise identical, on every family and thread count", "[api]") {
+    const int threads = gka_num_threads();
     for (const std::string &family : gka_test::runnable_families()) {
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
         auto p = gka_ref::make_problem({2, 333, 4, 64}, {-1, 0}, {0.5f, 1.0f, 2.0f, 4.0f}, 1.5, 9);
         gka_test::Outputs first = gka_test::run_kernels(p), second = gka_test::run_kernels(p);
+        REQUIRE(gka_set_num_threads(1) == GKA_OK);
+        gka_test::Outputs one_thread = gka_test::run_kernels(p);
+        REQUIRE(gka_set_num_threads(threads) == GKA_OK);
         INFO("family " << family);
-        CHECK(first.y == second.y);
-        CHECK(first.lse == second.lse);
-        CHECK(first.dx == second.dx);
-        CHECK(first.dsigma == second.dsigma);
+        for (const gka_test::Outputs *o : {&second, &one_thread}) {
+            CHECK(first.y == o->y);
+            CHECK(first.lse == o->lse);
+            CHECK(first.dx == o->dx);
+            CHECK(first.dsigma == o->dsigma);
+        }
     }
     REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
 }
