@@ -20,7 +20,10 @@
 // - x read from one head-major copy (head_major) instead of per-block copies
 //   of rows H*D floats apart, which missed L1: D=64 -10% time, D=128 -30%;
 // - row sums as per-lane partials (rfactor) instead of gathered scalars: -4%;
-// - exp_nonpositive (generators/gka_math.h) for Halide::exp: -3%.
+// - exp_nonpositive (generators/gka_math.h) for Halide::exp: -3%;
+// - y and lse a band at a time, each band's sums computed there instead of a
+//   root T x H x D buffer (zeroed, written, read back): (255, 0) -5%, causal
+//   0-3%. Halide's likely() on the mask measured the same (loops unchanged).
 // Block and tile sizes within 3% of each other (band 48/96, key_tile 32/64,
 // query_tile 4/6): the defaults below.
 #include "schedule_helpers.h"
