@@ -23,7 +23,7 @@
 // - exp_nonpositive (generators/gka_math.h) for Halide::exp: -3%;
 // - y and lse a band at a time, each band's sums computed there instead of a
 //   root T x H x D buffer (zeroed, written, read back): (255, 0) -5%, causal
-//   0-3%. Halide's likely() on the mask measured the same (loops unchanged).
+//   0-3%. (Halide's likely() on the mask measured the same.)
 // Block and tile sizes within 3% of each other (band 48/96, key_tile 32/64,
 // query_tile 4/6): the defaults below.
 #include "schedule_helpers.h"
