@@ -1,7 +1,7 @@
 // CUDA schedule of the GKA backward (generators/gka_backward.h).
 //
-// The two passes of the CPU schedule, each shaped like the CUDA forward
-// (forward_cuda.cpp): one warp per band of 32 tokens, one token a lane, the
+// Two passes over the pairs (the CPU walks them once, but a GPU would need
+// atomics for that), each shaped like the CUDA forward (forward_cuda.cpp): one warp per band of 32 tokens, one token a lane, the
 // rows the band walks staged in shared memory a tile at a time, accumulators
 // in registers striped over the lanes.
 // - by query: each lane walks the keys of its query's band (x_j staged) and
