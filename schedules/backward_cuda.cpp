@@ -1,9 +1,10 @@
 // CUDA schedule of the GKA backward (generators/gka_backward.h).
 //
 // Two passes over the pairs (the CPU walks them once, but a GPU would need
-// atomics for that), each shaped like the CUDA forward (forward_cuda.cpp): one warp per band of 32 tokens, one token a lane, the
-// rows the band walks staged in shared memory a tile at a time, accumulators
-// in registers striped over the lanes.
+// atomics for that), each shaped like the CUDA forward (forward_cuda.cpp): one
+// warp per band of 32 tokens, one token a lane, the rows the band walks staged
+// in shared memory a tile at a time, accumulators in registers striped over
+// the lanes.
 // - by query: each lane walks the keys of its query's band (x_j staged) and
 //   keeps sum_j dS_ij x_j and the scalar sums of dS and dS*s (fused);
 // - by key: each lane walks the queries of its key's band (x_i and dy_i
