@@ -67,8 +67,8 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     p.query_sum(v.d, v.h, v.t, v.b) = 0.0f;
     p.query_sum(v.d, v.h, query, v.b) += ds * p.x(v.d, v.h, key, v.b);
 
-    dx(v.d, v.h, v.t, v.b) =
-        p.key_sum(v.d, v.h, v.t, v.b) + p.query_sum(v.d, v.h, v.t, v.b) - p.key_stats(v.h, v.t, v.b)[0] * x(v.d, v.h, v.t, v.b);
+    dx(v.d, v.h, v.t, v.b) = p.key_sum(v.d, v.h, v.t, v.b) + p.query_sum(v.d, v.h, v.t, v.b) -
+                             p.key_stats(v.h, v.t, v.b)[0] * x(v.d, v.h, v.t, v.b);
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.
     p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");

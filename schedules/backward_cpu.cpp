@@ -75,10 +75,12 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     const int D = constant_head_dim(p.head_dim), db = std::min(D, k["d_block"]);
     const bool constant_d = D > 0 && D % db == 0 && db % vec == 0;
     Stage query_sum = p.query_sum.update(), key_sum = p.key_sum.update(), key_stats = p.key_stats.update();
+    // A head dim fixed at compile time gets constant, fully unrolled d loops; any other guards its edge.
+    const TailStrategy d_tail = constant_d ? TailStrategy::Auto : TailStrategy::GuardWithIf;
     for (Stage s : {query_sum, key_sum}) {
-        s.split(v.d, dd, v.d, constant_d ? db : k["d_block"], constant_d ? TailStrategy::Auto : TailStrategy::GuardWithIf)
+        s.split(v.d, dd, v.d, constant_d ? db : k["d_block"], d_tail)
             .reorder(v.d, p.key_in_tile, p.query_in_block, dd, p.key_tile, p.query_block, p.key_band, v.h, v.b)
-            .vectorize(v.d, vec, constant_d ? TailStrategy::Auto : TailStrategy::GuardWithIf)
+            .vectorize(v.d, vec, d_tail)
             .unroll(p.key_in_tile)
             .parallel(v.h)
             .parallel(v.b);
