@@ -70,7 +70,8 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     dx(v.d, v.h, v.t, v.b) = p.key_sum(v.d, v.h, v.t, v.b) + p.query_sum(v.d, v.h, v.t, v.b) -
                              p.key_stats(v.h, v.t, v.b)[0] * x(v.d, v.h, v.t, v.b);
 
-    // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.
+    // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order; the
+    // sums' dS carries 1/sigma_h^2, hence the factor -2 sigma_h.
     p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");
     p.dsigma_sum(v.h) += p.key_stats(v.h, p.tokens.x, p.tokens.y)[1];
     dsigma(v.h) = p.dsigma_sum(v.h) * (-2.0f * sigma(v.h));
