@@ -48,8 +48,11 @@ struct Mask {
     }
 
     // Tokens past the end (a window's last block may reach them) are never allowed.
+    // One unsigned comparison tests both bounds (a key below the first wraps to
+    // a large value): half the vector work of two.
     Expr allowed(const Expr &query, const Expr &key) const {
-        return key >= query - left_span && key <= Halide::min(query + right_span, seq_len - 1) && query < seq_len;
+        const Expr first = query - left_span, last = Halide::min(query + right_span, seq_len - 1);
+        return Halide::cast<uint32_t>(key - first) <= Halide::cast<uint32_t>(last - first) && query < seq_len;
     }
     Expr window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
 
