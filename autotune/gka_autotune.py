@@ -39,9 +39,9 @@ TABLE = os.path.join(ROOT, "schedules", "tuned.tsv")
 # The knobs each schedule exposes (schedules/*_cpu.cpp) and the values worth trying.
 # "vector" is the family's lane count and is not searched.
 SPACES = {
-    "forward": {"band": [24, 48, 96], "query_tile": [2, 3, 4, 6, 8], "key_tile": [16, 32, 64, 128],
+    "forward": {"band": [24, 32, 48, 96], "query_tile": [2, 3, 4, 6, 8], "key_tile": [16, 32, 64, 128],
                 "d_block": [16, 32, 64, 128]},
-    "backward": {"band": [24, 48, 96], "key_tile": [2, 3, 4, 6, 8], "query_block": [16, 32, 64, 128],
+    "backward": {"band": [24, 32, 48, 96], "key_tile": [2, 3, 4, 6, 8], "query_block": [16, 32, 64, 128],
                  "d_block": [16, 32, 64, 128]},
 }
 WINDOWS = {"full": (-1, -1), "causal": (-1, 0), "w255": (255, 0)}
