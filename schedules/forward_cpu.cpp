@@ -74,7 +74,6 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     transposed_block_copy(p.scores.key_features, {p.scores.dot}, sum.block_level(), kt, vec);
     p.weight.compute_at(sum.tile_level()).bound_extent(v.j, kt).bound_extent(v.i, qt).vectorize(v.j, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.j, v.i, sum.tile_level(), kt, qt, vec);
-
 }
 
 }  // namespace gka
