@@ -72,19 +72,13 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     // d blocks, key_tile, query_block, key_band, then h and b in parallel
     // (nested: fusing them confuses the bounds of the fused tiles).
     Var dd("dd");
-    const int D = constant_head_dim(p.head_dim), db = std::min(D, k["d_block"]);
-    const bool constant_d = D > 0 && D % db == 0 && db % vec == 0;
     Stage query_sum = p.query_sum.update(), key_sum = p.key_sum.update(), key_stats = p.key_stats.update();
-    // A head dim fixed at compile time gets constant, fully unrolled d loops; any other guards its edge.
-    const TailStrategy d_tail = constant_d ? TailStrategy::Auto : TailStrategy::GuardWithIf;
     for (Stage s : {query_sum, key_sum}) {
-        s.split(v.d, dd, v.d, constant_d ? db : k["d_block"], d_tail)
-            .reorder(v.d, p.key_in_tile, p.query_in_block, dd, p.key_tile, p.query_block, p.key_band, v.h, v.b)
-            .vectorize(v.d, vec, d_tail)
-            .unroll(p.key_in_tile)
+        split_head_dim(s, v.d, dd, p.head_dim, vec, k["d_block"],
+                       {v.d, p.key_in_tile, p.query_in_block, dd, p.key_tile, p.query_block, p.key_band, v.h, v.b});
+        s.unroll(p.key_in_tile)
             .parallel(v.h)
             .parallel(v.b);
-        if (constant_d) s.unroll(v.d);
     }
     key_stats.reorder(p.key_in_tile, p.query_in_block, p.key_tile, p.query_block, p.key_band, v.h, v.b)
         .unroll(p.key_in_tile)

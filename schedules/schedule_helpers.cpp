@@ -96,20 +96,20 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
 
     Stage sum = s.sum.update();
     sum.split(v.offset, oo, oi, tile).unroll(oi);
-    // A head dim fixed at compile time gets constant, fully unrolled d loops
-    // (and LLVM keeps the accumulators in registers); any other guards its edge.
+    split_head_dim(sum, v.d, dd, head_dim, vec, d_block, {v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b});
+    schedule_band_stats(s, v, vec, tile, sum, at);
+}
+
+void split_head_dim(Stage s, const Var &d, const Var &blocks, const Expr &head_dim, int vec, int d_block,
+                    const std::vector<VarOrRVar> &order) {
     const int D = constant_head_dim(head_dim), db = std::min(D, d_block);
     if (D > 0 && D % db == 0 && db % vec == 0) {
-        sum.split(v.d, dd, v.d, db)
-            .reorder(v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b)
-            .vectorize(v.d, vec)
-            .unroll(v.d);
+        s.split(d, blocks, d, db).reorder(order).vectorize(d, vec).unroll(d);
     } else {
-        sum.split(v.d, dd, v.d, d_block, TailStrategy::GuardWithIf)
-            .reorder(v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b)
-            .vectorize(v.d, vec, TailStrategy::GuardWithIf);
+        s.split(d, blocks, d, d_block, TailStrategy::GuardWithIf)
+            .reorder(order)
+            .vectorize(d, vec, TailStrategy::GuardWithIf);
     }
-    schedule_band_stats(s, v, vec, tile, sum, at);
 }
 
 

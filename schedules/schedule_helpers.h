@@ -43,6 +43,14 @@ struct BandSum {
 void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int d_block,
                        const Halide::LoopLevel &at);
 
+// Splits the head dim d of an update into blocks of d_block (`blocks` the outer
+// loop), puts the loops in `order` (innermost first, d and blocks among them),
+// and vectorizes d. A head dim fixed at compile time gets constant, fully
+// unrolled d loops (and LLVM keeps the accumulators in registers); any other
+// guards its edge.
+void split_head_dim(Halide::Stage s, const Halide::Var &d, const Halide::Var &blocks, const Halide::Expr &head_dim,
+                    int vec, int d_block, const std::vector<Halide::VarOrRVar> &order);
+
 // The head dim if the generator fixed it at compile time, else 0.
 int constant_head_dim(const Halide::Expr &head_dim);
 
