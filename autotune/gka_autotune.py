@@ -4,7 +4,7 @@
     gka_autotune.py [--family avx512] [--kernel forward] [--head-dim 64] [--class long]
                     [--window causal] [--seq-len 4096] [--heads 8] [--trials 40] [--minutes 15]
                     [--seed 1] [--log autotune/logs/<class>.jsonl] [--write-table]
-    gka_autotune.py --measure band:96,key_tile:32 [--trials 3] [shape options as above]
+    gka_autotune.py --measure band:96,key_tile:16 [--trials 3] [shape options as above]
 
 A shape class is a head dim, a window kind and a sequence-length range (CLASSES);
 it is tuned on one shape in it (--window, --seq-len: the class's by default).
@@ -39,11 +39,25 @@ TABLE = os.path.join(ROOT, "schedules", "tuned.tsv")
 # The knobs each schedule exposes (schedules/*_cpu.cpp) and the values worth trying.
 # "vector" is the family's lane count and is not searched.
 SPACES = {
-    "forward": {"band": [24, 32, 48, 96], "query_tile": [2, 3, 4, 6, 8], "key_tile": [16, 32, 64, 128],
-                "d_block": [16, 32, 64, 128]},
+    "forward": {"band": [16, 32, 48, 64, 96], "score_tile": [8, 16, 24, 32, 48], "query_tile": [2, 4, 8],
+                "key_tile": [6, 8, 12, 16, 24, 32], "d_block": [8, 16, 32, 64, 128]},
     "backward": {"band": [24, 32, 48, 96], "key_tile": [2, 3, 4, 6, 8], "query_block": [16, 32, 64, 128],
                  "d_block": [16, 32, 64, 128]},
 }
+LANES = {"avx512": 16, "avx2": 8, "generic": 4}
+
+
+def valid(kernel, knobs, family, head_dim):
+    """Whether the schedule accepts the knobs, and they make a kernel of their own
+    (a d block past the head dim is the whole head dim)."""
+    if knobs["d_block"] % LANES[family] or knobs["d_block"] > max(head_dim, LANES[family]):
+        return False
+    if kernel == "forward":  # bands by score tiles by query tiles; score tiles by vectors
+        st = knobs["score_tile"]
+        return knobs["band"] % st == 0 and st % knobs["query_tile"] == 0 and st % LANES[family] == 0
+    return knobs["band"] % knobs["key_tile"] == 0
+
+
 WINDOWS = {"full": (-1, -1), "causal": (-1, 0), "w255": (255, 0)}
 # The standard shape classes of a kernel and head dim: the table's window kind and
 # sequence-length range, and the shape each is tuned on. "long" is the catch-all
@@ -261,7 +275,7 @@ def main():
         print(f"autotune: resuming from {args.log} ({len(done)} trials measured)")
     rng = random.Random(args.seed)
     everything = [dict(zip(space, values)) for values in itertools.product(*space.values())]
-    everything = [k for k in everything if k["d_block"] <= args.head_dim]  # larger blocks are the same kernel
+    everything = [k for k in everything if valid(args.kernel, k, args.family, args.head_dim)]
     rng.shuffle(everything)
     # The table's knobs for this kernel's other classes first: often good here too.
     seeds = [parse_knobs(r["knobs"]) for r in table_rows()

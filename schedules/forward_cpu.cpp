@@ -37,20 +37,21 @@ Knobs cpu_forward_knobs(Family family) {
     switch (family) {
     // 32 vector registers: 24 accumulators (6 queries x 4 vectors) in each GEMM.
     case Family::Avx512:
-        return Knobs({{"vector", 16}, {"band", 48}, {"query_tile", 6}, {"key_tile", 64}, {"d_block", 64}});
+        return Knobs({{"vector", 16}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 16}, {"d_block", 64}});
     // 16 vector registers: 12 accumulators (3 queries x 4 vectors) in each GEMM.
     case Family::Avx2:
-        return Knobs({{"vector", 8}, {"band", 48}, {"query_tile", 3}, {"key_tile", 32}, {"d_block", 32}});
+        return Knobs({{"vector", 8}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 6}, {"d_block", 16}});
     default:
-        return Knobs({{"vector", 4}, {"band", 48}, {"query_tile", 3}, {"key_tile", 16}, {"d_block", 16}});
+        return Knobs({{"vector", 4}, {"band", 48}, {"score_tile", 8}, {"query_tile", 4}, {"key_tile", 6}, {"d_block", 8}});
     }
 }
 
 void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
-    if (k["band"] % k["query_tile"] != 0) {
-        throw std::invalid_argument("gka schedule: band must be a multiple of query_tile");
+    const int vec = k["vector"], st = k["score_tile"], qt = k["query_tile"], kt = k["key_tile"];
+    if (k["band"] % st != 0 || st % qt != 0 || st % vec != 0) {
+        throw std::invalid_argument("gka schedule: band must be a multiple of score_tile, and score_tile of "
+                                    "query_tile and vector");
     }
-    const int vec = k["vector"], qt = k["query_tile"], kt = k["key_tile"];
     const Vars &v = p.v;
 
     schedule_sqnorm(p.scores, v, p.head_dim, vec);
@@ -67,13 +68,20 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
         .reorder(offset, band, v.h, v.b)
         .parallel(band)
         .compute_with(p.y, band);
+    const LoopLevel band_level(p.y, band);
     BandSum sum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
-    schedule_band_sum(sum, v, p.head_dim, vec, qt, k["d_block"], LoopLevel(p.y, band));
-    // Keys transposed per key block for the score GEMM; values read in place.
+    schedule_band_sum(sum, v, p.head_dim, vec, st, qt, k["d_block"], band_level);
+    // Queries transposed once per band for the score GEMM; keys and values read
+    // in place.
     head_major(p.x, vec);
-    transposed_block_copy(p.scores.key_features, {p.scores.dot}, sum.block_level(), kt, vec);
-    p.weight.compute_at(sum.tile_level()).bound_extent(v.j, kt).bound_extent(v.i, qt).vectorize(v.j, vec);
-    schedule_score_tile(p.scores.dot, p.scores.rd, v.j, v.i, sum.tile_level(), kt, qt, vec);
+    transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k["band"], vec);
+    p.weight.compute_at(sum.tile_level())
+        .bound_extent(v.i, st)
+        .bound_extent(v.j, kt)
+        .reorder_storage(v.i, v.j)
+        .reorder(v.i, v.j)
+        .vectorize(v.i, vec);
+    schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec);
 }
 
 }  // namespace gka

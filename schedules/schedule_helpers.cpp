@@ -55,49 +55,23 @@ void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim, int vec) {
     update.parallel(v.h).parallel(v.b);
 }
 
-namespace {
-
-void schedule_band_stats(BandSum &s, const Vars &v, int vec, int tile, const Stage &with, const LoopLevel &at) {
-    Var oo = s.micro_block, oi("oi"), lane("lane");
-    const std::optional<int64_t> block = Internal::as_const_int(s.in_block.extent());
-    if (!block || *block % vec != 0) {
-        // Scalar sums, one query's terms after another's.
-        Stage stats = s.stats.update();
-        stats.split(v.offset, oo, oi, tile)
-            .unroll(oi)
-            .reorder(oi, s.in_block, oo, s.block, v.band, v.h, v.b);
-        stats.compute_with(with, oo);
-        return;
-    }
-    // A query's pair terms of a block are contiguous (the tiles store the block's
-    // tokens innermost), so each query accumulates vec partial sums, one per
-    // lane, across the window; the lanes are added once per band at the end.
-    // (Summed one term at a time, the terms were gathered: 4% of the forward.)
-    RVar ko("ko"), ki("ki");
-    Func lanes = s.stats.update().split(s.in_block, ko, ki, vec).rfactor(ki, lane);
-    std::vector<Var> storage = lanes.args();  // rfactor appends the lane: store it innermost
-    std::rotate(storage.begin(), storage.end() - 1, storage.end());
-    lanes.compute_at(at).reorder_storage(storage).vectorize(lane);
-    Stage partial = lanes.update();
-    partial.split(v.offset, oo, oi, tile)
-        .reorder(lane, ko, oi, oo, s.block, v.band, v.h, v.b)
-        .vectorize(lane)
-        .unroll(oi);
-    partial.compute_with(with, oo);
-}
-
-}  // namespace
-
-void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int tile, int d_block,
-                       const LoopLevel &at) {
-    Var oo = s.micro_block, oi("oi"), dd("dd");
+void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec, int score_tile, int tile,
+                       int d_block, const LoopLevel &at) {
+    Var os = s.score_block, oo("oo"), oi("oi"), dd("dd"), lanes("lanes");
     s.sum.compute_at(at).vectorize(v.d, vec, TailStrategy::GuardWithIf);
     s.stats.compute_at(at).vectorize(v.offset, vec);
 
     Stage sum = s.sum.update();
-    sum.split(v.offset, oo, oi, tile).unroll(oi);
-    split_head_dim(sum, v.d, dd, head_dim, vec, d_block, {v.d, oi, s.in_block, dd, oo, s.block, v.band, v.h, v.b});
-    schedule_band_stats(s, v, vec, tile, sum, at);
+    sum.split(v.offset, os, oo, score_tile).split(oo, oo, oi, tile).unroll(oi);
+    split_head_dim(sum, v.d, dd, head_dim, vec, d_block, {v.d, oi, s.in_block, dd, oo, os, s.block, v.band, v.h, v.b});
+    // The pair tiles store a block's queries innermost: a query's stats are one
+    // lane of a vector add per key.
+    Stage stats = s.stats.update();
+    stats.split(v.offset, os, lanes, score_tile)
+        .reorder(lanes, s.in_block, os, s.block, v.band, v.h, v.b)
+        .vectorize(lanes, vec)
+        .unroll(lanes);
+    stats.compute_with(sum, os);
 }
 
 void split_head_dim(Stage s, const Var &d, const Var &blocks, const Expr &head_dim, int vec, int d_block,

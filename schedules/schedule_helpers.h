@@ -29,19 +29,20 @@ void schedule_sqnorm(Scores &s, const Vars &v, const Halide::Expr &head_dim, int
 struct BandSum {
     Halide::Func sum, stats;
     Halide::RVar block, in_block;
-    Halide::Var micro_block{"oo"};   // pair tiles are computed per micro-block: tile_level()
-    Halide::LoopLevel tile_level() const { return Halide::LoopLevel(sum, micro_block); }
-    Halide::LoopLevel block_level() const { return Halide::LoopLevel(sum, block); }
+    Halide::Var score_block{"os"};  // pair tiles are computed per score block: tile_level()
+    Halide::LoopLevel tile_level() const { return Halide::LoopLevel(sum, score_block); }
 };
 
 // The sums of one band, computed at `at` (a loop over bands of their consumer).
-// The window goes block by block; in each, every micro-block of `tile` band
-// offsets (pair tiles are computed per micro-block, at `tile_level`)
-// accumulates d_block x tile values (vectorized over d) in registers across the
-// block. A block is thus read once per band, from cache. A head dim fixed at
-// compile time gets fully unrolled d loops.
-void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int tile, int d_block,
-                       const Halide::LoopLevel &at);
+// The window goes block by block; in each, the band's offsets go by score
+// blocks of `score_tile` (pair tiles are computed per score block, at
+// tile_level), and in those by micro-blocks of `tile`, each accumulating
+// d_block x tile values (vectorized over d) in registers across the block. The
+// stats are vectorized over the offsets of a score block. A block is thus read
+// once per band, from cache. A head dim fixed at compile time gets fully
+// unrolled d loops.
+void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int score_tile, int tile,
+                       int d_block, const Halide::LoopLevel &at);
 
 // Splits the head dim d of an update into blocks of d_block (`blocks` the outer
 // loop), puts the loops in `order` (innermost first, d and blocks among them),
