@@ -1,31 +1,35 @@
 // CPU schedule of the GKA forward (generators/gka_forward.h).
 //
-// One task per (band of queries, head, batch). In a band, each micro-block of
-// query_tile queries walks the band's key window by blocks of key_tile keys:
-// the score tile (key_tile x query_tile) is a small GEMM vectorized over keys
-// that reads keys from a transposed copy of the block; it is exponentiated (and
-// masked) in place, then folded into the micro-block's accumulators (d_block x
-// query_tile, vectorized over d), which stay in registers across the key block,
-// reading the values in place from one head-major copy of x. Row sums ride
-// along (compute_with) as one vector of per-lane partial sums per query.
+// One task per (band of queries, head, batch). The band's queries are copied
+// transposed (tokens innermost) once, and its key window goes by blocks of
+// key_tile keys. In a block, each score block of score_tile queries computes
+// its score tile (score_tile x key_tile) as a small GEMM vectorized over
+// queries: a vector of queries' features times each key's feature broadcast
+// from x in place, so keys are never copied or transposed. The tile is
+// exponentiated (and masked) in place, and its row sums are vector adds (a
+// query a lane). Then each micro-block of query_tile queries folds it into its
+// accumulators (d_block x query_tile, vectorized over d), in registers across
+// the block, reading the values in place from one head-major copy of x.
 //
 // Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, medians of 5 on a quiet
 // moment, OpenBLAS sgemm 2048^3 = 197 GFLOP/s): causal D=64 165 GFLOP/s
-// (0.84x sgemm), D=128 172 (0.87x). perf, causal D=64: ~74% of the time in the
-// two GEMM loops (24 FMAs, 4 vector loads and 6 broadcasts an iteration, the
-// FMA pipe busy), ~10% in exp and the mask, ~3% in the key copies.
-// What moved it there, each an interleaved A/B of two generators:
+// (0.84x sgemm), D=128 172 (0.87x), before the score tiles went over queries.
+// What moved it, each an interleaved A/B of two generators:
 // - whole key blocks past a band's last key skipped (Mask::window): causal
 //   computed and masked the blocks above the diagonal, 35% of its time;
 // - x read from one head-major copy (head_major) instead of per-block copies
 //   of rows H*D floats apart, which missed L1: D=64 -10% time, D=128 -30%;
-// - row sums as per-lane partials (rfactor) instead of gathered scalars: -4%;
 // - exp_nonpositive (generators/gka_math.h) for Halide::exp: -3%;
 // - y and lse a band at a time, each band's sums computed there instead of a
 //   root T x H x D buffer (zeroed, written, read back): (255, 0) -5%, causal
 //   0-3%. (Halide's likely() on the mask measured the same.)
-// Block and tile sizes within 3% of each other (band 48/96, key_tile 32/64,
-// query_tile 4/6): the defaults below.
+// - score tiles over queries instead of keys: the keys had been transposed
+//   per (band, block), every key once for each band whose window holds it
+//   (about 9 times at (255, 0) with bands of 32: ~9% of the time in perf), and
+//   row sums were per-lane partials (rfactor) over keys. Against the tuned
+//   knobs of the former schedule: (255, 0) D=64 1.15x, D=128 1.30x (the
+//   cheaper band also lets it take bands of 16, whose window wastes 16 of 272
+//   keys a query); causal 1.06-1.08x; AVX2 and SSE4.1 1.3-1.5x.
 #include "schedule_helpers.h"
 #include "schedules.h"
 
