@@ -146,11 +146,13 @@ class Trials:
             sys.exit("autotune: cannot generate the Halide runtime:\n" + r.stderr)
         kind = "-DGKA_TUNE_FORWARD" if self.args.kernel == "forward" else ""
         cflags = ["g++", "-O2", "-std=c++17", "-c", "-I" + self.include, "-I" + self.work,
-                  "-I" + os.path.join(ROOT, "tests"), "-I" + os.path.join(ROOT, "runtime", "include")]
+                  "-I" + os.path.join(ROOT, "tests"), "-I" + os.path.join(ROOT, "runtime", "include"),
+                  "-I" + os.path.join(ROOT, "runtime")]
         # Declarations only: the candidate and the baseline share the generated signature.
         for name in ("candidate", "baseline"):
             self.generate(name, "", header_only=True)
-        for src, obj in (("autotune/harness.cpp", "harness.o"), ("tests/reference.cpp", "reference.o")):
+        for src, obj in (("autotune/harness.cpp", "harness.o"), ("tests/reference.cpp", "reference.o"),
+                         ("runtime/block_cache.cpp", "block_cache.o")):
             r = self.run(cflags + ([kind] if kind and "harness" in src else []) +
                          [os.path.join(ROOT, src), "-o", os.path.join(self.work, obj)])
             if r.returncode:
@@ -175,8 +177,8 @@ class Trials:
         if lib is None:
             return {"status": "invalid", "error": self.generator_error}
         exe = os.path.join(self.work, "harness")
-        r = self.run(["g++", os.path.join(self.work, "harness.o"), os.path.join(self.work, "reference.o"), lib,
-                      self.baseline, os.path.join(self.work, "runtime.a"), "-lpthread", "-ldl", "-o", exe])
+        objects = [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "block_cache.o", "runtime.a")]
+        r = self.run(["g++"] + objects[:3] + [lib, self.baseline, objects[3], "-lpthread", "-ldl", "-o", exe])
         if r.returncode:
             return {"status": "link failed", "error": r.stderr[-500:]}
         left, right = WINDOWS[self.args.window]
