@@ -11,9 +11,13 @@
 // accumulators (d_block x query_tile, vectorized over d), in registers across
 // the block, reading the values in place from one head-major copy of x.
 //
-// Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, medians of 5 on a quiet
-// moment, OpenBLAS sgemm 2048^3 = 197 GFLOP/s): causal D=64 165 GFLOP/s
-// (0.84x sgemm), D=128 172 (0.87x), before the score tiles went over queries.
+// Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, tuned knobs, medians of
+// three gka_bench runs; OpenBLAS sgemm 2048^3 = 179 GFLOP/s in the same runs):
+// causal D=64 179 GFLOP/s (0.99x sgemm), D=128 180 (0.97x); (255, 0) D=64 122,
+// D=128 140. perf, (255, 0) D=64: ~64% of the time in the two GEMM loops, ~8%
+// in the per-band copies of the queries (the same with shuffles for the
+// inserts), 5.4% in the head-major copy and 1.5% in |x|^2: per-call O(T*D)
+// work that a short window amortizes over few pairs.
 // What moved it, each an interleaved A/B of two generators:
 // - whole key blocks past a band's last key skipped (Mask::window): causal
 //   computed and masked the blocks above the diagonal, 35% of its time;
