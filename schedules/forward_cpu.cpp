@@ -43,14 +43,19 @@ using namespace Halide;
 
 Knobs cpu_forward_knobs(Family family) {
     switch (family) {
-    // 32 vector registers: 24 accumulators (6 queries x 4 vectors) in each GEMM.
+    // 32 vector registers: 16 accumulators in the score GEMM (16 queries x 16
+    // keys), 16 in the value GEMM (4 queries x 4 vectors of d).
     case Family::Avx512:
-        return Knobs({{"vector", 16}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 16}, {"d_block", 64}});
-    // 16 vector registers: 12 accumulators (3 queries x 4 vectors) in each GEMM.
+        return Knobs({{"vector", 16}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 16},
+                      {"d_block", 64}});
+    // 16 vector registers: 12 accumulators in the score GEMM (2 vectors of
+    // queries x 6 keys), 8 in the value GEMM (4 queries x 2 vectors of d).
     case Family::Avx2:
-        return Knobs({{"vector", 8}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 6}, {"d_block", 16}});
+        return Knobs({{"vector", 8}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 6},
+                      {"d_block", 16}});
     default:
-        return Knobs({{"vector", 4}, {"band", 48}, {"score_tile", 8}, {"query_tile", 4}, {"key_tile", 6}, {"d_block", 8}});
+        return Knobs({{"vector", 4}, {"band", 48}, {"score_tile", 8}, {"query_tile", 4}, {"key_tile", 6},
+                      {"d_block", 8}});
     }
 }
 
