@@ -177,8 +177,9 @@ class Trials:
         if lib is None:
             return {"status": "invalid", "error": self.generator_error}
         exe = os.path.join(self.work, "harness")
-        objects = [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "block_cache.o", "runtime.a")]
-        r = self.run(["g++"] + objects[:3] + [lib, self.baseline, objects[3], "-lpthread", "-ldl", "-o", exe])
+        objects = [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "block_cache.o")]
+        r = self.run(["g++"] + objects + [lib, self.baseline, os.path.join(self.work, "runtime.a"),
+                                          "-lpthread", "-ldl", "-o", exe])
         if r.returncode:
             return {"status": "link failed", "error": r.stderr[-500:]}
         left, right = WINDOWS[self.args.window]
