@@ -93,12 +93,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     transposed_block_copy(t.scores.query_features, {t.scores.dot}, block_at, qb, vec);
     transposed_block_copy(dy_rows, {t.dprob}, block_at, qb, vec);
     // Per micro-tile: the pair terms, vectorized over queries i, unrolled over keys j.
-    for (Func f : {t.dscore, t.prob}) {
-        f.compute_at(tile_at).bound_extent(v.i, qb).bound_extent(v.j, kt).reorder_storage(v.i, v.j).reorder(v.i, v.j)
-            .vectorize(v.i, vec)
-            .bound_storage(v.h, 1)  // a constant size: no malloc per tile
-            .bound_storage(v.b, 1);
-    }
+    for (Func f : {t.dscore, t.prob}) schedule_pair_tile(f, v, tile_at, qb, kt, vec);
     schedule_score_tile(t.scores.dot, t.scores.rd, v.i, v.j, tile_at, qb, kt, vec);
     schedule_score_tile(t.dprob, t.scores.rd, v.i, v.j, tile_at, qb, kt, vec);
 

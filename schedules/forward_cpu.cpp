@@ -88,12 +88,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     // in place.
     head_major(p.x, vec);
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k["band"], vec);
-    p.weight.compute_at(sum.tile_level())
-        .bound_extent(v.i, st)
-        .bound_extent(v.j, kt)
-        .reorder_storage(v.i, v.j)
-        .reorder(v.i, v.j)
-        .vectorize(v.i, vec);
+    schedule_pair_tile(p.weight, v, sum.tile_level(), st, kt, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec);
 }
 

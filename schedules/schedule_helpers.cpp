@@ -120,6 +120,17 @@ void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &ac
     update.unroll(across);
 }
 
+void schedule_pair_tile(Func f, const Vars &v, const LoopLevel &at, int queries, int keys, int vec) {
+    f.compute_at(at)
+        .bound_extent(v.i, queries)
+        .bound_extent(v.j, keys)
+        .reorder_storage(v.i, v.j)
+        .reorder(v.i, v.j)
+        .vectorize(v.i, vec)
+        .bound_storage(v.h, 1)
+        .bound_storage(v.b, 1);
+}
+
 void schedule_token_output(Func out, const Vars &v, int vec) {
     Var to("to"), ti("ti");
     out.split(v.t, to, ti, 16, TailStrategy::GuardWithIf)

@@ -62,6 +62,12 @@ void schedule_score_tile(Halide::Func f, const Halide::RDom &rd, const Halide::V
                          const Halide::Var &across, const Halide::LoopLevel &at, int lane_extent,
                          int across_extent, int vec);
 
+// A tile of pair terms f (j, i, h, b), `keys` x `queries`, computed at `at`
+// (beside the GEMM tiles it reads) and stored queries innermost, vectorized
+// over queries; one head of one batch, so that it has a constant size (no
+// malloc per tile).
+void schedule_pair_tile(Halide::Func f, const Vars &v, const Halide::LoopLevel &at, int queries, int keys, int vec);
+
 // An output (d, h, t, b): blocks of tokens in parallel, vectorized over d.
 void schedule_token_output(Halide::Func out, const Vars &v, int vec);
 
