@@ -41,8 +41,8 @@ TABLE = os.path.join(ROOT, "schedules", "tuned.tsv")
 SPACES = {
     "forward": {"band": [16, 32, 48, 64, 96], "score_tile": [8, 16, 24, 32, 48], "query_tile": [2, 4, 8],
                 "key_tile": [6, 8, 12, 16, 24, 32], "d_block": [8, 16, 32, 64, 128]},
-    "backward": {"band": [24, 32, 48, 96], "key_tile": [2, 3, 4, 6, 8], "query_block": [16, 32, 64, 128],
-                 "d_block": [16, 32, 64, 128]},
+    "backward": {"band": [16, 32, 48, 64, 96], "key_block": [8, 16, 32], "key_tile": [2, 4, 8],
+                 "query_block": [8, 16, 32, 64], "d_block": [8, 16, 32, 64, 128]},
 }
 LANES = {"avx512": 16, "avx2": 8, "generic": 4}
 
@@ -55,7 +55,8 @@ def valid(kernel, knobs, family, head_dim):
     if kernel == "forward":  # bands by score tiles by query tiles; score tiles by vectors
         st = knobs["score_tile"]
         return knobs["band"] % st == 0 and st % knobs["query_tile"] == 0 and st % LANES[family] == 0
-    return knobs["band"] % knobs["key_tile"] == 0
+    kb = knobs["key_block"]  # bands by key blocks by key tiles; key blocks by vectors
+    return knobs["band"] % kb == 0 and kb % knobs["key_tile"] == 0 and kb % LANES[family] == 0
 
 
 WINDOWS = {"full": (-1, -1), "causal": (-1, 0), "w255": (255, 0)}

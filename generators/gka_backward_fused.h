@@ -21,10 +21,10 @@ namespace gka {
 struct FusedBackwardPipeline : BackwardInputs {
     PairTerms terms;                // dS carries 1/sigma^2 (both paths scale by it)
 
-    // Every pair, by (key in tile, query in block, key tile, query block, key band),
-    // innermost first: the order in which the sums below add their terms.
+    // Every pair, by (key in block, query in block, key block, query block, key
+    // band), innermost first: the order in which the sums below add their terms.
     RDom pairs;
-    Halide::RVar key_in_tile, query_in_block, key_tile, query_block, key_band;
+    Halide::RVar key_in_block, query_in_block, key_block, query_block, key_band;
     Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b)
     Func key_stats{"key_stats"};    // {sum_i dS_it, sum_i dS_it s_it} / sigma^2   (h, t, b)
     Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b)
@@ -34,13 +34,13 @@ struct FusedBackwardPipeline : BackwardInputs {
     Func dx, dsigma;                // the outputs
 };
 
-// The key bands are mask.band_size keys, walked key_tile keys at a time; the
+// The key bands are mask.band_size keys, walked key_block keys at a time; the
 // queries of a band's window go by blocks of query_block (Mask::query_in_window).
 inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy,
-                                  Expr head_dim, Expr batch, const Mask &mask, int key_tile, int query_block,
+                                  Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
                                   Func dx, Func dsigma) {
-    if (mask.band_size % key_tile != 0) {
-        throw std::invalid_argument("gka backward: the band must be a multiple of key_tile");
+    if (mask.band_size % key_block != 0) {
+        throw std::invalid_argument("gka backward: the band must be a multiple of key_block");
     }
     const Vars &v = p.v;
     define_backward_inputs(p, x, y, lse, dy, head_dim, mask);
@@ -49,13 +49,14 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
 
     const Expr bands = (mask.seq_len + mask.band_size - 1) / mask.band_size;
     const Expr blocks = (mask.window_extent() + query_block - 1) / query_block;
-    p.pairs = RDom({{0, key_tile}, {0, query_block}, {0, mask.band_size / key_tile}, {0, blocks}, {0, bands}}, "pairs");
-    p.key_in_tile = p.pairs[0];
+    p.pairs = RDom({{0, key_block}, {0, query_block}, {0, mask.band_size / key_block}, {0, blocks}, {0, bands}},
+                   "pairs");
+    p.key_in_block = p.pairs[0];
     p.query_in_block = p.pairs[1];
-    p.key_tile = p.pairs[2];
+    p.key_block = p.pairs[2];
     p.query_block = p.pairs[3];
     p.key_band = p.pairs[4];
-    const Expr key = mask.token(p.key_band, p.key_tile * key_tile + p.key_in_tile);
+    const Expr key = mask.token(p.key_band, p.key_block * key_block + p.key_in_block);
     const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, p.key_band);
 
     const Expr ds = p.terms.dscore(key, query, v.h, v.b), prob = p.terms.prob(key, query, v.h, v.b);

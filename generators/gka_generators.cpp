@@ -118,7 +118,7 @@ public:
             gka::define_backward(two_passes, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
                                  k["query_block"], dx, dsigma);
         } else {
-            gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_tile"],
+            gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
                                        k["query_block"], dx, dsigma);
         }
         if (using_autoscheduler()) {

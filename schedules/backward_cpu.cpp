@@ -1,28 +1,39 @@
 // CPU schedule of the GKA backward: the one-pass algorithm
 // (generators/gka_backward_fused.h).
 //
-// One task per (head, batch) walks every key band; the band's query window goes
-// by blocks of query_block queries (x and dy transposed per block, as the
-// forward's keys), and in a block each micro-tile of key_tile keys
-// - computes its tile of pair terms, key_tile x query_block, vectorized over
-//   queries: the score and dP GEMMs, then P and dS in place;
-// - adds them to its keys' sums (d_block x key_tile accumulators vectorized
-//   over d, in registers across the block), to the block's queries' sums
-//   (each query's row loaded once and stored once per micro-tile), and to its
-//   keys' scalar sums of dS and dS*s: three updates fused (compute_with), all
-//   reading the one tile.
+// One task per (head, batch) walks every key band. A band's keys are copied
+// transposed (tokens innermost) once; its query window goes by blocks of
+// query_block queries, and in a block each key block of key_block keys
+// - computes its tiles of pair terms, key_block x query_block, vectorized over
+//   keys: the score and dP GEMMs (the keys' transposed features times each
+//   query's x and dy broadcast in place, so queries are never copied), then P
+//   and dS in place;
+// - adds them to its keys' sums, micro-tile by micro-tile of key_tile keys
+//   (d_block x key_tile accumulators vectorized over d, in registers across
+//   the query block); to the block's queries' sums (each query's row loaded
+//   and stored once per vector of d and group of 8-16 keys, the keys'
+//   features held in registers); and to its keys' scalar sums of dS and
+//   dS*s, a key a lane: three updates fused (compute_with), all reading the
+//   one tile.
 // A head's sums are written by one task in a fixed order: deterministic, no
 // atomics. The price: B*H tasks at most (one core per head; B=1, H=1 runs on
 // one thread).
 //
-// Measured (2-core AVX-512 VM, B=1 H=8 T=4096 causal, OpenBLAS sgemm 2048^3 =
-// 189 GFLOP/s in the same run): D=64 146 GFLOP/s (GKA.md's 10*D*pairs, 0.78x
-// sgemm), D=128 134 (0.71x). The two-pass schedule it replaced (each pass
-// recomputing S and dP: 7 GEMM-sized products for GKA.md's 5) was 1.25-1.35x
-// slower on every window and head dim (interleaved A/B of the two generators).
-// perf, D=64: the two tile GEMMs ~29% of the time, the key sums ~28%, the
-// query sums ~15%, exp/P/dS ~10%, the scalar sums ~6%. Vector per-lane partials
-// for the scalar sums (rfactor) measured the same; knobs within 3% of each other.
+// What moved it, each an interleaved A/B of two generators (B=1, H=8, T=4096
+// unless said):
+// - one pass instead of two (each pass recomputing S and dP: 7 GEMM-sized
+//   products for GKA.md's 5): 1.25-1.35x on every window and head dim;
+// - tiles over keys instead of queries (above). Before, each query block's x
+//   and dy were transposed per key band, every query ~9 times at (255, 0) with
+//   bands of 32; a query's row of sums was loaded and stored per 4-8 keys; the
+//   scalar sums were scalar adds. Untuned defaults against the tuned knobs of
+//   the former schedule: causal D=64 1.16-1.18x, D=128 1.12-1.15x; (255, 0)
+//   D=64 1.14-1.18x, D=128 1.18-1.23x. Against its defaults at T=2048: AVX2
+//   1.46-1.59x, SSE4.1 1.08-1.22x;
+// - Dl (dy . y per token) with heads in parallel and d in the lanes: it ran
+//   on one thread at B=1, all gathers, 3% of the (255, 0) D=128 time.
+#include <algorithm>
+
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -33,11 +44,14 @@ using namespace Halide;
 Knobs cpu_backward_knobs(Family family) {
     switch (family) {
     case Family::Avx512:
-        return Knobs({{"vector", 16}, {"band", 48}, {"key_tile", 6}, {"query_block", 64}, {"d_block", 64}});
+        return Knobs({{"vector", 16}, {"band", 48}, {"key_block", 16}, {"key_tile", 4}, {"query_block", 16},
+                      {"d_block", 32}});
     case Family::Avx2:
-        return Knobs({{"vector", 8}, {"band", 48}, {"key_tile", 3}, {"query_block", 32}, {"d_block", 32}});
+        return Knobs({{"vector", 8}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 8},
+                      {"d_block", 16}});
     default:
-        return Knobs({{"vector", 4}, {"band", 48}, {"key_tile", 3}, {"query_block", 16}, {"d_block", 16}});
+        return Knobs({{"vector", 4}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 16},
+                      {"d_block", 8}});
     }
 }
 
@@ -55,47 +69,65 @@ void schedule_head_sum(Func f, const Vars &v, int vec) {
 }  // namespace
 
 void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
-    const int vec = k["vector"], kt = k["key_tile"], qb = k["query_block"];
+    const int vec = k["vector"], kb = k["key_block"], kt = k["key_tile"], qb = k["query_block"];
+    if (kb % kt != 0 || kb % vec != 0) {
+        throw std::invalid_argument("gka schedule: key_block must be a multiple of key_tile and vector");
+    }
     const Vars &v = p.v;
 
-    p.delta.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
-    p.delta.update().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.b);
+    schedule_token_dot(p.delta, v, p.head_dim, vec);
     head_major(p.x, vec);
-    const Func dy_rows = head_major(p.dy, vec);
-    schedule_sqnorm(p.terms.scores, v, p.head_dim, vec);
+    head_major(p.dy, vec);
+    schedule_token_dot(p.terms.scores.sqnorm, v, p.head_dim, vec);
 
     schedule_head_sum(p.key_sum, v, vec);
     schedule_head_sum(p.query_sum, v, vec);
     p.key_stats.compute_root().reorder_storage(v.t, v.h, v.b).parallel(v.h);
 
-    // The fused updates: loops (innermost first) d, key_in_tile, query_in_block,
-    // d blocks, key_tile, query_block, key_band, then h and b in parallel
-    // (nested: fusing them confuses the bounds of the fused tiles).
-    Var dd("dd");
+    // The fused updates, per (key block, query block, key band), h and b in
+    // parallel (nested: fusing them confuses the bounds of the fused tiles).
     Stage query_sum = p.query_sum.update(), key_sum = p.key_sum.update(), key_stats = p.key_stats.update();
-    for (Stage s : {query_sum, key_sum}) {
-        split_head_dim(s, v.d, dd, p.head_dim, vec, k["d_block"],
-                       {v.d, p.key_in_tile, p.query_in_block, dd, p.key_tile, p.query_block, p.key_band, v.h, v.b});
-        s.unroll(p.key_in_tile)
-            .parallel(v.h)
-            .parallel(v.b);
-    }
-    key_stats.reorder(p.key_in_tile, p.query_in_block, p.key_tile, p.query_block, p.key_band, v.h, v.b)
-        .unroll(p.key_in_tile)
-        .parallel(v.h)
-        .parallel(v.b);
-    key_sum.compute_with(query_sum, p.key_tile);
-    key_stats.compute_with(query_sum, p.key_tile);
+    const std::vector<VarOrRVar> outer = {p.key_block, p.query_block, p.key_band, v.h, v.b};
+    auto then_outer = [&](std::vector<VarOrRVar> inner) {
+        inner.insert(inner.end(), outer.begin(), outer.end());
+        return inner;
+    };
+    // Keys' sums: micro-tiles of key_tile keys, d_block x key_tile accumulators
+    // in registers across the query block.
+    Var dd("dd");
+    RVar key_tile("key_tile"), key_in_tile("key_in_tile");
+    key_sum.split(p.key_in_block, key_tile, key_in_tile, kt);
+    split_head_dim(key_sum, v.d, dd, p.head_dim, vec, k["d_block"],
+                   then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}));
+    key_sum.unroll(key_in_tile);
+    // Queries' sums: each query's row loaded and stored once per vector of d
+    // and group of keys, whose features stay in registers across the queries
+    // (half the vector registers).
+    const int group = std::min(kb, vec == 16 ? 16 : 8);
+    RVar key_group("key_group"), key_in_group("key_in_group");
+    Var qd("qd");
+    query_sum.split(p.key_in_block, key_group, key_in_group, group);
+    split_head_dim(query_sum, v.d, qd, p.head_dim, vec, vec,
+                   then_outer({v.d, key_in_group, p.query_in_block, qd, key_group}));
+    query_sum.unroll(key_in_group);
+    // Keys' scalar sums: a key a lane. Lanes are distinct keys, which Halide
+    // cannot prove through the window's index arithmetic: no race to allow.
+    key_stats.reorder(then_outer({p.key_in_block, p.query_in_block}))
+        .allow_race_conditions()
+        .vectorize(p.key_in_block, vec);
+    for (Stage s : {query_sum, key_sum, key_stats}) s.parallel(v.h).parallel(v.b);
+    key_sum.compute_with(query_sum, p.key_block);
+    key_stats.compute_with(query_sum, p.key_block);
 
-    // Per query block: the queries and their dy transposed for the GEMMs.
-    const LoopLevel block_at(p.query_sum, p.query_block), tile_at(p.query_sum, p.key_tile);
+    // The band's keys transposed once for the GEMMs; the queries' x and dy are
+    // read in place (broadcast).
+    const LoopLevel band_at(p.query_sum, p.key_band), tile_at(p.query_sum, p.key_block);
     PairTerms &t = p.terms;
-    transposed_block_copy(t.scores.query_features, {t.scores.dot}, block_at, qb, vec);
-    transposed_block_copy(dy_rows, {t.dprob}, block_at, qb, vec);
-    // Per micro-tile: the pair terms, vectorized over queries i, unrolled over keys j.
-    for (Func f : {t.dscore, t.prob}) schedule_pair_tile(f, v, tile_at, qb, kt, vec);
-    schedule_score_tile(t.scores.dot, t.scores.rd, v.i, v.j, tile_at, qb, kt, vec);
-    schedule_score_tile(t.dprob, t.scores.rd, v.i, v.j, tile_at, qb, kt, vec);
+    transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k["band"], vec);
+    // Per key block: the pair terms, vectorized over keys j, unrolled over queries i.
+    for (Func f : {t.dscore, t.prob}) schedule_pair_tile(f, v.j, v.i, tile_at, kb, qb, vec);
+    schedule_score_tile(t.scores.dot, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec);
+    schedule_score_tile(t.dprob, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec);
 
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);

@@ -67,7 +67,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     }
     const Vars &v = p.v;
 
-    schedule_sqnorm(p.scores, v, p.head_dim, vec);
+    schedule_token_dot(p.scores.sqnorm, v, p.head_dim, vec);
 
     // y and lse a band at a time, the bands in parallel; each band's sums are
     // computed there, in cache. (At root, they were a T x H x D buffer zeroed,
@@ -88,7 +88,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     // in place.
     head_major(p.x, vec);
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k["band"], vec);
-    schedule_pair_tile(p.weight, v, sum.tile_level(), st, kt, vec);
+    schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec);
 }
 

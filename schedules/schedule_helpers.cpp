@@ -38,19 +38,21 @@ Func head_major(Func f, int vec) {
     return copy;
 }
 
-void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim, int vec) {
+void schedule_token_dot(Func f, const Vars &v, const Expr &head_dim, int vec) {
     // Heads in parallel. A token's D features are contiguous, so with a head dim
-    // fixed at compile time |x_t|^2 is one vector reduction over d; otherwise
+    // fixed at compile time each dot is one vector reduction over d; otherwise
     // tokens go in the lanes and each d is a strided gather. (Tokens in lanes and
     // parallel over batches only, as first written, took 18% of the (255, 0)
-    // forward at B=1: one thread, all gathers.)
+    // forward at B=1 for |x|^2, and 3% of the (255, 0) backward for Dl: one
+    // thread, all gathers.)
     const int D = constant_head_dim(head_dim);
-    s.sqnorm.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.h).parallel(v.b);
-    Stage update = s.sqnorm.update();
+    const RVar d = f.rvars()[0];
+    f.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.h).parallel(v.b);
+    Stage update = f.update();
     if (D > 0 && D % vec == 0) {
-        update.reorder(s.rd.x, v.t, v.h, v.b).atomic().vectorize(s.rd.x);
+        update.reorder(d, v.t, v.h, v.b).atomic().vectorize(d);
     } else {
-        update.reorder(v.t, s.rd.x, v.h, v.b).vectorize(v.t, vec, TailStrategy::RoundUp);
+        update.reorder(v.t, d, v.h, v.b).vectorize(v.t, vec, TailStrategy::RoundUp);
     }
     update.parallel(v.h).parallel(v.b);
 }
@@ -120,15 +122,17 @@ void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &ac
     update.unroll(across);
 }
 
-void schedule_pair_tile(Func f, const Vars &v, const LoopLevel &at, int queries, int keys, int vec) {
+void schedule_pair_tile(Func f, const Var &lanes, const Var &across, const LoopLevel &at, int lane_extent,
+                        int across_extent, int vec) {
+    const std::vector<Var> a = f.args();  // (j, i, h, b)
     f.compute_at(at)
-        .bound_extent(v.i, queries)
-        .bound_extent(v.j, keys)
-        .reorder_storage(v.i, v.j)
-        .reorder(v.i, v.j)
-        .vectorize(v.i, vec)
-        .bound_storage(v.h, 1)
-        .bound_storage(v.b, 1);
+        .bound_extent(lanes, lane_extent)
+        .bound_extent(across, across_extent)
+        .reorder_storage(lanes, across)
+        .reorder(lanes, across)
+        .vectorize(lanes, vec)
+        .bound_storage(a[2], 1)
+        .bound_storage(a[3], 1);
 }
 
 void schedule_token_output(Func out, const Vars &v, int vec) {

@@ -21,7 +21,9 @@ void transposed_block_copy(Halide::Func f, const std::vector<Halide::Func> &cons
 // (Causal forward, interleaved A/B: D=64 -10% time, D=128 -30%.)
 Halide::Func head_major(Halide::Func f, int vec);
 
-void schedule_sqnorm(Scores &s, const Vars &v, const Halide::Expr &head_dim, int vec);
+// A dot product of each token's features over the head dim, f (t, h, b) with
+// one update over one RDom: |x_t|^2, Dl_t = dy_t . y_t.
+void schedule_token_dot(Halide::Func f, const Vars &v, const Halide::Expr &head_dim, int vec);
 
 // A reduction over a band's window (Mask): `sum` (d, offset, band, h, b) and its
 // scalar companion `stats` (offset, band, h, b), both updated over the window's
@@ -62,11 +64,12 @@ void schedule_score_tile(Halide::Func f, const Halide::RDom &rd, const Halide::V
                          const Halide::Var &across, const Halide::LoopLevel &at, int lane_extent,
                          int across_extent, int vec);
 
-// A tile of pair terms f (j, i, h, b), `keys` x `queries`, computed at `at`
-// (beside the GEMM tiles it reads) and stored queries innermost, vectorized
-// over queries; one head of one batch, so that it has a constant size (no
-// malloc per tile).
-void schedule_pair_tile(Halide::Func f, const Vars &v, const Halide::LoopLevel &at, int queries, int keys, int vec);
+// A tile of pair terms f (j, i, h, b), computed at `at` (beside the GEMM tiles
+// it reads) and stored as they are: `lanes` (lane_extent of them) innermost and
+// vectorized; one head of one batch, so that it has a constant size (no malloc
+// per tile).
+void schedule_pair_tile(Halide::Func f, const Halide::Var &lanes, const Halide::Var &across,
+                        const Halide::LoopLevel &at, int lane_extent, int across_extent, int vec);
 
 // An output (d, h, t, b): blocks of tokens in parallel, vectorized over d.
 void schedule_token_output(Halide::Func out, const Vars &v, int vec);
