@@ -14,8 +14,9 @@ parameter), checks it against the double reference on a small problem, then time
 interleaved with the default-knob kernel on the tuning shape (autotune/harness.cpp);
 the score is the median over pairs of runs of default time / candidate time (at least
 5 pairs, a second of them), so drift of the shared machine cancels.
-The search samples the knob space at random, then refines around the best (one knob
-moved to a neighbouring value at a time). Every trial goes to the log (JSON lines); a
+The search samples the knob space at random (the table's other rows for this kernel
+first) for at most half its budget, then refines around the best so far, the defaults
+until something beats them (one knob moved to a neighbouring value at a time). Every trial goes to the log (JSON lines); a
 rerun with the same log resumes, skipping what was measured. --write-table stores the
 winner in schedules/tuned.tsv (the best three re-measured twice, each scored by its
 slowest figure), which the build reads: for the class "long" only if it
@@ -171,6 +172,16 @@ class Trials:
             os.replace(os.path.join(outdir, name + ".h"), os.path.join(self.work, name + ".h"))
         return None if r.returncode else os.path.join(outdir, name + ".a")
 
+    def default_knobs(self):
+        """The schedule's default knobs, as the generator reports them: a knob it
+        does not have is an error that lists them (schedules/knobs.h)."""
+        r = self.run([self.generator, "-g", "gka_" + self.args.kernel, "-o", self.work, "-e", "h",
+                      "target=" + self.target, f"head_dim={self.args.head_dim}", "knobs=?"])
+        listed = re.search(r"\(knobs: ([\w:,]+)\)", r.stderr)
+        if not listed:
+            sys.exit("autotune: the generator did not list its knobs:\n" + r.stderr)
+        return {k: v for k, v in parse_knobs(listed.group(1)).items() if k in SPACES[self.args.kernel]}
+
     def measure(self, knobs, extra=(), check_shape=()):
         """Checks and times the kernel built with `knobs` (and extra generator
         arguments, e.g. an autoscheduler) against the default-knob kernel."""
@@ -292,16 +303,26 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gka-autotune-") as work:
         trials = Trials(args, work)
         with open(args.log, "a") as log:
+            # The defaults score 1.0 by definition: until a candidate beats them,
+            # the refinement explores their neighbours.
+            defaults = dict(knobs=trials.default_knobs(), status="ok", speedup=1.0)
+
             def best():
                 ok = [e for e in done.values() if e["status"] == "ok"]
-                return max(ok, key=lambda e: e["speedup"]) if ok else None
+                return max(ok + [defaults], key=lambda e: e["speedup"])
 
             def candidates():
-                yield from everything[:n_random]
-                more_random = iter(everything[n_random:])
+                # Random samples for at most half the budget (trials or time), then refinement.
+                half_time, n = start + (deadline - start) / 2, 0
+                for n, knobs in enumerate(everything[:n_random]):
+                    if n >= len(seeds) and time.time() > half_time:
+                        break
+                    yield knobs
+                more_random = iter(everything[n:])
                 while True:  # refine: neighbours of the best so far
                     b = best()
-                    fresh = [k for k in neighbours(b["knobs"], space) if knob_string(k) not in done] if b else []
+                    fresh = [k for k in neighbours(b["knobs"], space)
+                             if knob_string(k) not in done and valid(args.kernel, k, args.family, args.head_dim)]
                     if not fresh:  # the best's neighbourhood is measured: another random sample
                         fresh = [next((k for k in more_random if knob_string(k) not in done), None)]
                         if fresh[0] is None:
@@ -328,10 +349,10 @@ def main():
                 b = best()
                 result = f"{entry['speedup']:.3f}x" if entry["status"] == "ok" else entry["status"]
                 print(f"[{count}/{args.trials}] {name}: {result}; best {b['speedup']:.3f}x "
-                      f"({knob_string(b['knobs'])})" if b else f"[{count}/{args.trials}] {name}: {result}",
-                      f"; {time.time() - start:.0f} s, {max(0, deadline - time.time()):.0f} s left", flush=True)
+                      f"({knob_string(b['knobs'])}) ; {time.time() - start:.0f} s, "
+                      f"{max(0, deadline - time.time()):.0f} s left", flush=True)
         b = best()
-        if b is None:
+        if not any(e["status"] == "ok" for e in done.values()):
             sys.exit("autotune: no candidate passed the reference check")
         print(f"autotune: best for {shape_class}: {knob_string(b['knobs'])} at {b['speedup']:.3f}x the default")
         if args.write_table:
