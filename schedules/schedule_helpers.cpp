@@ -62,6 +62,10 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
     Var os = s.score_block, oo("oo"), oi("oi"), dd("dd"), lanes("lanes");
     s.sum.compute_at(at).vectorize(v.d, vec, TailStrategy::GuardWithIf);
     s.stats.compute_at(at).vectorize(v.offset, vec);
+    // One band of one head: said, so that a head dim fixed at compile time gives
+    // both a constant size, on the stack. (Bounds inference sizes them at run
+    // time, and each band's sums were malloc'ed and freed.)
+    for (Func f : {s.sum, s.stats}) f.bound_storage(v.band, 1).bound_storage(v.h, 1).bound_storage(v.b, 1);
 
     Stage sum = s.sum.update();
     sum.split(v.offset, os, oo, score_tile).split(oo, oo, oi, tile).unroll(oi);
