@@ -19,6 +19,11 @@
 // atomics. The price: B*H tasks at most (one core per head; B=1, H=1 runs on
 // one thread).
 //
+// Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, tuned knobs, medians of
+// three gka_bench runs; OpenBLAS sgemm 2048^3 = 186 GFLOP/s in the same runs):
+// causal D=64 177 GFLOP/s (GKA.md's 10*D*pairs, 0.93x sgemm), D=128 171
+// (0.91x); (255, 0) D=64 130, D=128 144.
+//
 // What moved it, each an interleaved A/B of two generators (B=1, H=8, T=4096
 // unless said):
 // - one pass instead of two (each pass recomputing S and dP: 7 GEMM-sized

@@ -12,12 +12,12 @@
 // the block, reading the values in place from one head-major copy of x.
 //
 // Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, tuned knobs, medians of
-// three gka_bench runs; OpenBLAS sgemm 2048^3 = 179 GFLOP/s in the same runs):
-// causal D=64 179 GFLOP/s (0.99x sgemm), D=128 180 (0.97x); (255, 0) D=64 122,
-// D=128 140. perf, (255, 0) D=64: ~64% of the time in the two GEMM loops, ~8%
-// in the per-band copies of the queries (the same with shuffles for the
-// inserts), 5.4% in the head-major copy and 1.5% in |x|^2: per-call O(T*D)
-// work that a short window amortizes over few pairs.
+// three gka_bench runs; OpenBLAS sgemm 2048^3 = 186 GFLOP/s in the same runs):
+// causal D=64 173 GFLOP/s (0.91x sgemm), D=128 189 (1.02x); (255, 0) D=64 141,
+// D=128 144. perf, (255, 0) D=64: 5.7% of the time in the head-major copy,
+// 1.3% in |x|^2, ~6% in the per-band copies of the queries (the loads wait:
+// a band's tokens are first touched there) and ~5% in storing y: per-call
+// O(T*D) memory traffic that a short window amortizes over few pairs.
 // What moved it, each an interleaved A/B of two generators:
 // - whole key blocks past a band's last key skipped (Mask::window): causal
 //   computed and masked the blocks above the diagonal, 35% of its time;
