@@ -98,18 +98,24 @@ int constant_head_dim(const Expr &head_dim) {
     return d ? int(*d) : 0;
 }
 
-void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &across, const LoopLevel &at,
-                         int lane_extent, int across_extent, int vec) {
+void schedule_pair_tile(Func f, const Var &lanes, const Var &across, const LoopLevel &at, int lane_extent,
+                        int across_extent, int vec) {
     const std::vector<Var> a = f.args();  // (j, i, h, b)
     f.compute_at(at)
         .bound_extent(lanes, lane_extent)
         .bound_extent(across, across_extent)
         .reorder_storage(lanes, across)
+        .reorder(lanes, across)
         .vectorize(lanes, vec)
         // One head of one batch a tile: said, so that the tile has a constant size
-        // (bounds inference across the compute_with'd row sums cannot prove it).
+        // (bounds inference across the compute_with'd sums cannot prove it).
         .bound_storage(a[2], 1)
         .bound_storage(a[3], 1);
+}
+
+void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &across, const LoopLevel &at,
+                         int lane_extent, int across_extent, int vec) {
+    schedule_pair_tile(f, lanes, across, at, lane_extent, across_extent, vec);
     // At most 4 vectors of lanes at a time, so that the accumulators stay in
     // registers when a block is longer than that.
     const int chunk = 4 * vec;
@@ -124,19 +130,6 @@ void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &ac
         update.reorder(lanes, across, rd.x).vectorize(lanes, vec).unroll(lanes);
     }
     update.unroll(across);
-}
-
-void schedule_pair_tile(Func f, const Var &lanes, const Var &across, const LoopLevel &at, int lane_extent,
-                        int across_extent, int vec) {
-    const std::vector<Var> a = f.args();  // (j, i, h, b)
-    f.compute_at(at)
-        .bound_extent(lanes, lane_extent)
-        .bound_extent(across, across_extent)
-        .reorder_storage(lanes, across)
-        .reorder(lanes, across)
-        .vectorize(lanes, vec)
-        .bound_storage(a[2], 1)
-        .bound_storage(a[3], 1);
 }
 
 void schedule_token_output(Func out, const Vars &v, int vec) {

@@ -59,7 +59,8 @@ int constant_head_dim(const Halide::Expr &head_dim);
 
 // A GEMM tile f(lanes, across) += a(rd, lanes) * b(rd, across), computed per
 // window block at `at`: vectorized over `lanes` (lane_extent of them) and
-// unrolled over `across` (across_extent), the head dim outermost.
+// unrolled over `across` (across_extent), the head dim outermost; stored and
+// initialized as a pair tile (schedule_pair_tile).
 void schedule_score_tile(Halide::Func f, const Halide::RDom &rd, const Halide::Var &lanes,
                          const Halide::Var &across, const Halide::LoopLevel &at, int lane_extent,
                          int across_extent, int vec);
