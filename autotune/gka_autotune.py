@@ -16,8 +16,9 @@ the score is the median over pairs of runs of default time / candidate time (at 
 5 pairs, a second of them), so drift of the shared machine cancels.
 The search samples the knob space at random (the table's other rows for this kernel
 first) for at most half its budget, then refines around the best so far, the defaults
-until something beats them (one knob moved to a neighbouring value at a time). Every trial goes to the log (JSON lines); a
-rerun with the same log resumes, skipping what was measured. --write-table stores the
+until something beats them (one knob moved to a neighbouring value at a time). Every
+trial goes to the log (JSON lines); a rerun with the same log resumes, skipping what
+was measured. --write-table stores the
 winner in schedules/tuned.tsv (the best three re-measured twice, each scored by its
 slowest figure), which the build reads: for the class "long" only if it
 beats the defaults; a narrower class always gets a row ("defaults" if they win), so
