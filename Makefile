@@ -50,16 +50,18 @@ compare: build
 
 # Tunes the standard shape classes (forward and backward, D = 64 and 128; long,
 # short and sliding: autotune/gka_autotune.py's CLASSES) for the best CPU family of
-# this host and writes the winners to schedules/tuned.tsv; `make build` then
+# this host, or AUTOTUNE_FAMILY (avx512, avx2 or generic), and writes the winners to
+# schedules/tuned.tsv; `make build` then
 # compiles them in. Logs in autotune/logs/ (a rerun resumes). Each class gets
 # AUTOTUNE_MINUTES of search (at most AUTOTUNE_TRIALS trials), then its best three
 # are measured again: about 28 minutes for the twelve classes on this 2-core VM.
 AUTOTUNE_TRIALS ?= 200
 AUTOTUNE_MINUTES ?= 1.8
+AUTOTUNE_FAMILY ?=
 autotune: build
 	@for kernel in forward backward; do for d in 64 128; do for class in long short sliding; do \
 	  $(VENV)/bin/python autotune/gka_autotune.py --kernel $$kernel --head-dim $$d --class $$class \
-	    --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) --write-table || exit 1; \
+	    $(if $(AUTOTUNE_FAMILY),--family $(AUTOTUNE_FAMILY)) --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) --write-table || exit 1; \
 	done; done; done
 
 # Tuned vs default vs Halide's autoschedulers on the same algorithm, with the
