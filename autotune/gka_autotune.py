@@ -340,7 +340,7 @@ def main():
                 count += 1
                 entry = dict(knobs=knobs, **trials.measure(knobs))
                 b = best()
-                if entry["status"] == "ok" and b and entry["speedup"] > b["speedup"]:
+                if entry["status"] == "ok" and entry["speedup"] > b["speedup"]:
                     # A new best steers the refinement: a lucky moment must not, so it
                     # is measured again and keeps its slower figure.
                     entry["speedup"] = trials.slowest(knobs, entry["speedup"], 1)
