@@ -46,20 +46,40 @@ SPACES = {
     "backward": {"band": [16, 32, 48, 64, 96], "key_block": [8, 16, 32], "key_tile": [2, 4, 8],
                  "query_block": [8, 16, 32, 64], "d_block": [8, 16, 32, 64, 128]},
 }
-LANES = {"avx512": 16, "avx2": 8, "generic": 4}
 
 
-def valid(kernel, knobs, family, head_dim):
-    """Whether the schedule accepts the knobs, and they make a kernel of their own
-    (a d block past the head dim is the whole head dim)."""
-    if knobs["d_block"] % LANES[family] or knobs["d_block"] > max(head_dim, LANES[family]):
-        return False
-    if kernel == "forward":  # bands by score tiles by query tiles; score tiles by vectors
-        st = knobs["score_tile"]
-        return knobs["band"] % st == 0 and st % knobs["query_tile"] == 0 and st % LANES[family] == 0
-    kb = knobs["key_block"]  # bands by key blocks by key tiles; key blocks by vectors
-    return knobs["band"] % kb == 0 and kb % knobs["key_tile"] == 0 and kb % LANES[family] == 0
+class KnobRules:
+    """The schedule's default knobs, and whether it takes a knob set, as the
+    generators' own code answers (autotune/gka_knobs): no constraint is written
+    twice."""
 
+    def __init__(self, args):
+        ask = [os.path.join(args.build, "autotune", "gka_knobs"), "gka_" + args.kernel,
+               "target=" + family_targets()[args.family], f"head_dim={args.head_dim}"]
+        r = subprocess.run(ask, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit("autotune: gka_knobs cannot say the defaults:\n" + r.stderr)
+        self.all_defaults = parse_knobs(r.stdout.strip())
+        self.defaults = {k: v for k, v in self.all_defaults.items() if k in SPACES[args.kernel]}
+        self.head_dim, self.answers = args.head_dim, {}
+        self.checker = subprocess.Popen(ask + ["--check"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def why_not(self, knobs):
+        """"" if the generator takes `knobs`, else its reason."""
+        name = knob_string(knobs)
+        if name not in self.answers:
+            self.checker.stdin.write(name + "\n")
+            self.checker.stdin.flush()
+            answer = self.checker.stdout.readline().strip()
+            self.answers[name] = "" if answer == "ok" else answer or "gka_knobs stopped answering"
+        return self.answers[name]
+
+    def worth_trying(self, knobs):
+        """Taken by the generator, and a kernel of their own: d blocks are whole
+        vectors, and one past the head dim is the whole head dim."""
+        vec = self.all_defaults["vector"]
+        d_block = knobs["d_block"]
+        return d_block % vec == 0 and d_block <= max(self.head_dim, vec) and not self.why_not(knobs)
 
 WINDOWS = {"full": (-1, -1), "causal": (-1, 0), "w255": (255, 0)}
 # The standard shape classes of a kernel and head dim: the table's window kind and
@@ -82,6 +102,12 @@ def host_best_family():
     if all(f in flags for f in ("avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512cd")):
         return "avx512"
     return "avx2" if "avx2" in flags and "fma" in flags else "generic"
+
+
+def host_cpu():
+    """The CPU the winners were measured on: another may rank them otherwise."""
+    names = re.findall(r"^model name\s*:\s*(.+)$", open("/proc/cpuinfo").read(), re.M)
+    return f"{names[0] if names else 'unknown CPU'}, {os.cpu_count()} cores"
 
 
 def knob_string(knobs):
@@ -173,16 +199,6 @@ class Trials:
             os.replace(os.path.join(outdir, name + ".h"), os.path.join(self.work, name + ".h"))
         return None if r.returncode else os.path.join(outdir, name + ".a")
 
-    def default_knobs(self):
-        """The schedule's default knobs, as the generator reports them: a knob it
-        does not have is an error that lists them (schedules/knobs.h)."""
-        r = self.run([self.generator, "-g", "gka_" + self.args.kernel, "-o", self.work, "-e", "h",
-                      "target=" + self.target, f"head_dim={self.args.head_dim}", "knobs=?"])
-        listed = re.search(r"\(knobs: ([\w:,]+)\)", r.stderr)
-        if not listed:
-            sys.exit("autotune: the generator did not list its knobs:\n" + r.stderr)
-        return {k: v for k, v in parse_knobs(listed.group(1)).items() if k in SPACES[self.args.kernel]}
-
     def measure(self, knobs, extra=(), check_shape=()):
         """Checks and times the kernel built with `knobs` (and extra generator
         arguments, e.g. an autoscheduler) against the default-knob kernel."""
@@ -226,7 +242,7 @@ def write_table(args, best):
     lines = [l.rstrip("\n") for l in open(TABLE)] if os.path.exists(TABLE) else []
     header = [l for l in lines if l.startswith("#")]
     body = [l for l in lines if l.strip() and not l.startswith("#") and l.split("\t")[:5] != key]
-    shape = f"T={args.seq_len} H={args.heads} {args.window}"
+    shape = f"T={args.seq_len} H={args.heads} {args.window} on {host_cpu()}"
     if best is not None:
         body.append("\t".join(key + [knob_string(best["knobs"]), f"{best['speedup']:.3f}", shape]))
     elif args.shape_class != "long":  # the catch-all's defaults are its schedule's: no row needed
@@ -291,7 +307,8 @@ def main():
         print(f"autotune: resuming from {args.log} ({len(done)} trials measured)")
     rng = random.Random(args.seed)
     everything = [dict(zip(space, values)) for values in itertools.product(*space.values())]
-    everything = [k for k in everything if valid(args.kernel, k, args.family, args.head_dim)]
+    rules = KnobRules(args)
+    everything = [k for k in everything if rules.worth_trying(k)]
     rng.shuffle(everything)
     # The table's knobs for this kernel's other classes first: often good here too.
     seeds = [parse_knobs(r["knobs"]) for r in table_rows()
@@ -306,7 +323,7 @@ def main():
         with open(args.log, "a") as log:
             # The defaults score 1.0 by definition: until a candidate beats them,
             # the refinement explores their neighbours.
-            defaults = dict(knobs=trials.default_knobs(), status="ok", speedup=1.0)
+            defaults = dict(knobs=rules.defaults, status="ok", speedup=1.0)
 
             def best():
                 ok = [e for e in done.values() if e["status"] == "ok"]
@@ -323,7 +340,7 @@ def main():
                 while True:  # refine: neighbours of the best so far
                     b = best()
                     fresh = [k for k in neighbours(b["knobs"], space)
-                             if knob_string(k) not in done and valid(args.kernel, k, args.family, args.head_dim)]
+                             if knob_string(k) not in done and rules.worth_trying(k)]
                     if not fresh:  # the best's neighbourhood is measured: another random sample
                         fresh = [next((k for k in more_random if knob_string(k) not in done), None)]
                         if fresh[0] is None:
