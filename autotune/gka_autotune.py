@@ -81,6 +81,7 @@ class KnobRules:
         d_block = knobs["d_block"]
         return d_block % vec == 0 and d_block <= max(self.head_dim, vec) and not self.why_not(knobs)
 
+
 WINDOWS = {"full": (-1, -1), "causal": (-1, 0), "w255": (255, 0)}
 # The standard shape classes of a kernel and head dim: the table's window kind and
 # sequence-length range, and the shape each is tuned on. "long" is the catch-all
