@@ -42,10 +42,13 @@ TABLE = os.path.join(ROOT, "schedules", "tuned.tsv")
 # "vector" is the family's lane count and is not searched.
 SPACES = {
     "forward": {"band": [16, 32, 48, 64, 96], "score_tile": [8, 16, 24, 32, 48], "query_tile": [2, 4, 8],
-                "key_tile": [6, 8, 12, 16, 24, 32], "d_block": [8, 16, 32, 64, 128]},
+                "key_tile": [6, 8, 12, 16, 24, 32, 48], "key_chunk": [0, 4, 6, 8, 12, 16],
+                "d_block": [8, 16, 32, 64, 128]},
     "backward": {"band": [16, 32, 48, 64, 96], "key_block": [8, 16, 32], "key_tile": [2, 4, 8],
                  "query_block": [8, 16, 32, 64], "d_block": [8, 16, 32, 64, 128]},
 }
+# Score GEMM passes: at most this many of the tile's columns at once (0: all of them).
+CHUNKS = {"key_chunk": "key_tile"}
 
 
 class KnobRules:
@@ -76,10 +79,15 @@ class KnobRules:
 
     def worth_trying(self, knobs):
         """Taken by the generator, and a kernel of their own: d blocks are whole
-        vectors, and one past the head dim is the whole head dim."""
+        vectors, one past the head dim is the whole head dim, and a GEMM chunk of
+        the whole tile is the same kernel as chunk 0."""
         vec = self.all_defaults["vector"]
         d_block = knobs["d_block"]
-        return d_block % vec == 0 and d_block <= max(self.head_dim, vec) and not self.why_not(knobs)
+        if d_block % vec or d_block > max(self.head_dim, vec):
+            return False
+        if any(knobs.get(chunk, 0) == knobs.get(tile) for chunk, tile in CHUNKS.items()):
+            return False
+        return not self.why_not(knobs)
 
 
 WINDOWS = {"full": (-1, -1), "causal": (-1, 0), "w255": (255, 0)}
@@ -315,7 +323,7 @@ def main():
     everything = [k for k in everything if rules.worth_trying(k)]
     rng.shuffle(everything)
     # The table's knobs for this kernel's other classes first: often good here too.
-    seeds = [parse_knobs(r["knobs"]) for r in table_rows()
+    seeds = [dict(rules.defaults, **parse_knobs(r["knobs"])) for r in table_rows()  # a knob not in a row: its default
              if (r["family"], r["kernel"], r["head_dim"]) == (args.family, "gka_" + args.kernel, str(args.head_dim))]
     seeds = [k for i, k in enumerate(seeds) if set(k) == set(space) and k not in seeds[:i]]
     everything = seeds + [k for k in everything if k not in seeds]

@@ -131,8 +131,8 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k["band"], vec);
     // Per key block: the pair terms, vectorized over keys j, unrolled over queries i.
     for (Func f : {t.dscore, t.prob}) schedule_pair_tile(f, v.j, v.i, tile_at, kb, qb, vec);
-    schedule_score_tile(t.scores.dot, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec);
-    schedule_score_tile(t.dprob, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec);
+    schedule_score_tile(t.scores.dot, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb);
+    schedule_score_tile(t.dprob, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb);
 
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);

@@ -5,7 +5,9 @@
 // key_tile keys. In a block, each score block of score_tile queries computes
 // its score tile (score_tile x key_tile) as a small GEMM vectorized over
 // queries: a vector of queries' features times each key's feature broadcast
-// from x in place, so keys are never copied or transposed. The tile is
+// from x in place, so keys are never copied or transposed; key_chunk keys a
+// pass over d (0: all of them), so that a long key block's tile still has
+// its accumulators in registers. The tile is
 // exponentiated (and masked) in place, and its row sums are vector adds (a
 // query a lane). Then each micro-block of query_tile queries folds it into its
 // accumulators (d_block x query_tile, vectorized over d), in registers across
@@ -34,6 +36,13 @@
 //   knobs of the former schedule: (255, 0) D=64 1.15x, D=128 1.30x (the
 //   cheaper band also lets it take bands of 16, whose window wastes 16 of 272
 //   keys a query); causal 1.06-1.08x; AVX2 and SSE4.1 1.3-1.5x.
+// - key_chunk (a key block's score GEMM in passes of key_chunk keys), which
+//   lets key blocks grow, and the value accumulators be loaded and stored once
+//   per more keys (~14% of the samples at key_tile 12 on an Intel Xeon):
+//   causal T=4096 on that Xeon, against its tuned knobs without chunks
+//   (gka_autotune.py --measure, 2 runs each): D=64 1.048-1.062x the defaults
+//   (key_tile 24-48 in chunks of 12) for 1.021-1.028x; D=128 1.103-1.121x for
+//   1.087-1.094x.
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -47,23 +56,24 @@ Knobs cpu_forward_knobs(Family family) {
     // keys), 16 in the value GEMM (4 queries x 4 vectors of d).
     case Family::Avx512:
         return Knobs({{"vector", 16}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 16},
-                      {"d_block", 64}});
+                      {"key_chunk", 0}, {"d_block", 64}});
     // 16 vector registers: 12 accumulators in the score GEMM (2 vectors of
     // queries x 6 keys), 8 in the value GEMM (4 queries x 2 vectors of d).
     case Family::Avx2:
         return Knobs({{"vector", 8}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 6},
-                      {"d_block", 16}});
+                      {"key_chunk", 0}, {"d_block", 16}});
     default:
         return Knobs({{"vector", 4}, {"band", 48}, {"score_tile", 8}, {"query_tile", 4}, {"key_tile", 6},
-                      {"d_block", 8}});
+                      {"key_chunk", 0}, {"d_block", 8}});
     }
 }
 
 void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     const int vec = k["vector"], st = k["score_tile"], qt = k["query_tile"], kt = k["key_tile"];
-    if (k["band"] % st != 0 || st % qt != 0 || st % vec != 0) {
-        throw std::invalid_argument("gka schedule: band must be a multiple of score_tile, and score_tile of "
-                                    "query_tile and vector");
+    const int kc = k["key_chunk"] > 0 ? k["key_chunk"] : kt;  // 0: the whole key tile at once
+    if (k["band"] % st != 0 || st % qt != 0 || st % vec != 0 || kt % kc != 0) {
+        throw std::invalid_argument("gka schedule: band must be a multiple of score_tile, score_tile of "
+                                    "query_tile and vector, and key_tile of key_chunk");
     }
     const Vars &v = p.v;
 
@@ -89,7 +99,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     head_major(p.x, vec);
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k["band"], vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);
-    schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec);
+    schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec, kc);
 }
 
 }  // namespace gka

@@ -114,22 +114,28 @@ void schedule_pair_tile(Func f, const Var &lanes, const Var &across, const LoopL
 }
 
 void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &across, const LoopLevel &at,
-                         int lane_extent, int across_extent, int vec) {
+                         int lane_extent, int across_extent, int vec, int across_chunk) {
     schedule_pair_tile(f, lanes, across, at, lane_extent, across_extent, vec);
-    // At most 4 vectors of lanes at a time, so that the accumulators stay in
-    // registers when a block is longer than that.
+    // At most 4 vectors of lanes and across_chunk columns at a time, so that the
+    // accumulators stay in registers when a tile is larger than that.
     const int chunk = 4 * vec;
     Stage update = f.update();
+    VarOrRVar lane_loop = lanes, across_loop = across;
+    std::vector<VarOrRVar> order;
     if (lane_extent > chunk && lane_extent % chunk == 0) {
         Var outer("lanes_outer"), inner("lanes_inner");
-        update.split(lanes, outer, inner, chunk)
-            .reorder(inner, across, rd.x, outer)
-            .vectorize(inner, vec)
-            .unroll(inner);
-    } else {
-        update.reorder(lanes, across, rd.x).vectorize(lanes, vec).unroll(lanes);
+        update.split(lanes, outer, inner, chunk);
+        lane_loop = inner;
+        order.push_back(outer);
     }
-    update.unroll(across);
+    if (across_chunk < across_extent) {
+        Var outer("across_outer"), inner("across_inner");
+        update.split(across, outer, inner, across_chunk);
+        across_loop = inner;
+        order.insert(order.begin(), outer);
+    }
+    order.insert(order.begin(), {lane_loop, across_loop, rd.x});
+    update.reorder(order).vectorize(lane_loop, vec).unroll(lane_loop).unroll(across_loop);
 }
 
 void schedule_token_output(Func out, const Vars &v, int vec) {

@@ -59,11 +59,12 @@ int constant_head_dim(const Halide::Expr &head_dim);
 
 // A GEMM tile f(lanes, across) += a(rd, lanes) * b(rd, across), computed per
 // window block at `at`: vectorized over `lanes` (lane_extent of them) and
-// unrolled over `across` (across_extent), the head dim outermost; stored and
-// initialized as a pair tile (schedule_pair_tile).
+// unrolled over `across` (across_extent), across_chunk columns a pass over the
+// head dim; stored and initialized as a pair tile (schedule_pair_tile).
+// across_chunk must divide across_extent, or be at least across_extent.
 void schedule_score_tile(Halide::Func f, const Halide::RDom &rd, const Halide::Var &lanes,
                          const Halide::Var &across, const Halide::LoopLevel &at, int lane_extent,
-                         int across_extent, int vec);
+                         int across_extent, int vec, int across_chunk);
 
 // A tile of pair terms f (j, i, h, b), computed at `at` (beside the GEMM tiles
 // it reads) and stored as they are: `lanes` (lane_extent of them) innermost and
