@@ -85,7 +85,7 @@ class KnobRules:
         d_block = knobs["d_block"]
         if d_block % vec or d_block > max(self.head_dim, vec):
             return False
-        if any(knobs.get(chunk, 0) == knobs.get(tile) for chunk, tile in CHUNKS.items()):
+        if any(chunk in knobs and knobs[chunk] == knobs[tile] for chunk, tile in CHUNKS.items()):
             return False
         return not self.why_not(knobs)
 
