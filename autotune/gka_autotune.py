@@ -45,7 +45,7 @@ SPACES = {
                 "key_tile": [6, 8, 12, 16, 24, 32, 48], "key_chunk": [0, 4, 6, 8, 12, 16],
                 "d_block": [8, 16, 32, 64, 128]},
     "backward": {"band": [16, 32, 48, 64, 96], "key_block": [8, 16, 32], "key_tile": [2, 4, 8],
-                 "query_block": [8, 16, 32, 64], "d_block": [8, 16, 32, 64, 128]},
+                 "query_block": [8, 16, 32, 64], "query_tile": [2, 4, 8], "d_block": [8, 16, 32, 64, 128]},
 }
 # Score GEMM passes: at most this many of the tile's columns at once (0: all of them).
 CHUNKS = {"key_chunk": "key_tile"}

@@ -10,11 +10,10 @@
 //   and dS in place;
 // - adds them to its keys' sums, micro-tile by micro-tile of key_tile keys
 //   (d_block x key_tile accumulators vectorized over d, in registers across
-//   the query block); to the block's queries' sums (each query's row loaded
-//   and stored once per vector of d and group of 8-16 keys, the keys'
-//   features held in registers); and to its keys' scalar sums of dS and
-//   dS*s, a key a lane: three updates fused (compute_with), all reading the
-//   one tile.
+//   the query block); to the block's queries' sums, likewise by micro-tiles
+//   of query_tile queries (d_block x query_tile accumulators across the key
+//   block); and to its keys' scalar sums of dS and dS*s, a key a lane: three
+//   updates fused (compute_with), all reading the one tile.
 // A head's sums are written by one task in a fixed order: deterministic, no
 // atomics. The price: B*H tasks at most (one core per head; B=1, H=1 runs on
 // one thread).
@@ -37,8 +36,12 @@
 //   1.46-1.59x, SSE4.1 1.08-1.22x;
 // - Dl (dy . y per token) with heads in parallel and d in the lanes: it ran
 //   on one thread at B=1, all gathers, 3% of the (255, 0) D=128 time.
-#include <algorithm>
-
+// - the queries' sums by micro-tiles of queries (query_tile). Before, each
+//   query's row took the products of a group of 16 keys in turn: a chain of
+//   16 dependent FMAs (4 cycles each) per row and vector of d, whose latency
+//   the out-of-order core could not hide. Defaults against the former
+//   defaults, causal T=4096 on an Intel Xeon (autotune harness, 3 pairs of
+//   runs): AVX-512 D=64 1.08x, D=128 1.10x; AVX2 1.03x, SSE4.1 1.05x (D=64).
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -50,13 +53,13 @@ Knobs cpu_backward_knobs(Family family) {
     switch (family) {
     case Family::Avx512:
         return Knobs({{"vector", 16}, {"band", 48}, {"key_block", 16}, {"key_tile", 4}, {"query_block", 16},
-                      {"d_block", 32}});
+                      {"query_tile", 4}, {"d_block", 32}});
     case Family::Avx2:
         return Knobs({{"vector", 8}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 8},
-                      {"d_block", 16}});
+                      {"query_tile", 4}, {"d_block", 16}});
     default:
         return Knobs({{"vector", 4}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 16},
-                      {"d_block", 8}});
+                      {"query_tile", 4}, {"d_block", 8}});
     }
 }
 
@@ -74,9 +77,11 @@ void schedule_head_sum(Func f, const Vars &v, int vec) {
 }  // namespace
 
 void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
-    const int vec = k["vector"], kb = k["key_block"], kt = k["key_tile"], qb = k["query_block"];
-    if (kb % kt != 0 || kb % vec != 0) {
-        throw std::invalid_argument("gka schedule: key_block must be a multiple of key_tile and vector");
+    const int vec = k["vector"], kb = k["key_block"], kt = k["key_tile"], qb = k["query_block"],
+              qt = k["query_tile"];
+    if (kb % kt != 0 || kb % vec != 0 || qb % qt != 0) {
+        throw std::invalid_argument("gka schedule: key_block must be a multiple of key_tile and vector, and "
+                                    "query_block of query_tile");
     }
     const Vars &v = p.v;
 
@@ -105,16 +110,14 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     split_head_dim(key_sum, v.d, dd, p.head_dim, vec, k["d_block"],
                    then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}));
     key_sum.unroll(key_in_tile);
-    // Queries' sums: each query's row loaded and stored once per vector of d
-    // and group of keys, whose features stay in registers across the queries
-    // (half the vector registers).
-    const int group = std::min(kb, vec == 16 ? 16 : 8);
-    RVar key_group("key_group"), key_in_group("key_in_group");
+    // Queries' sums: micro-tiles of query_tile queries, d_block x query_tile
+    // accumulators in registers across the key block, as the keys' sums.
+    RVar query_tile("query_tile"), query_in_tile("query_in_tile");
     Var qd("qd");
-    query_sum.split(p.key_in_block, key_group, key_in_group, group);
-    split_head_dim(query_sum, v.d, qd, p.head_dim, vec, vec,
-                   then_outer({v.d, key_in_group, p.query_in_block, qd, key_group}));
-    query_sum.unroll(key_in_group);
+    query_sum.split(p.query_in_block, query_tile, query_in_tile, qt);
+    split_head_dim(query_sum, v.d, qd, p.head_dim, vec, k["d_block"],
+                   then_outer({v.d, query_in_tile, p.key_in_block, qd, query_tile}));
+    query_sum.unroll(query_in_tile);
     // Keys' scalar sums: a key a lane. Lanes are distinct keys, which Halide
     // cannot prove through the window's index arithmetic: no race to allow.
     key_stats.reorder(then_outer({p.key_in_block, p.query_in_block}))
