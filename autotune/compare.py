@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Tuned knobs vs the schedule's defaults vs Halide's autoschedulers, per shape class.
 
-    compare.py [--family avx512] [--heads 8] [--kernels forward,backward] [--autoschedulers-on long]
-               [--out build/autotune-report]
+    compare.py [--family avx512] [--heads 8] [--kernels forward,backward] [--head-dims 64,128]
+               [--autoschedulers-on long] [--out build/autotune-report]
 
-For each standard shape class (forward and backward, D = 64 and 128, the classes of
+For each standard shape class (the kernels and head dims asked for, the classes of
 gka_autotune.CLASSES), on the class's tuning shape, it builds the kernel with the
 knobs libgka runs there (schedules/tuned.tsv's narrowest containing row, or the
 defaults) and, for the classes named by --autoschedulers-on, with each CPU
@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--family", default=tune.host_best_family())
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--kernels", default="forward,backward", help="kernels (comma-separated) to compare")
+    ap.add_argument("--head-dims", default="64,128", help="head dims (comma-separated) to compare")
     ap.add_argument("--autoschedulers-on", default="long", help="classes (comma-separated) to run them on")
     ap.add_argument("--build", default=os.path.join(tune.ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(tune.ROOT, "build", "autotune-report"))
@@ -50,7 +51,7 @@ def main():
 
     results = {}  # (kernel, D, class) -> {variant: entry}
     for kernel in args.kernels.split(","):
-        for head_dim in (64, 128):
+        for head_dim in [int(d) for d in args.head_dims.split(",")]:
             for class_name, cls in tune.CLASSES.items():
                 shape = argparse.Namespace(**vars(args), kernel=kernel, head_dim=head_dim, window=cls["window"],
                                            seq_len=cls["seq_len"])
@@ -138,19 +139,30 @@ def write_report(args, results):
 
 
 def plot_search_curves(out):
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for log in sorted(glob.glob(os.path.join(tune.ROOT, "autotune", "logs", "*.jsonl"))):
-        best, curve = 0.0, []
-        for line in open(log):
-            e = json.loads(line)
-            if e.get("status") == "ok":
-                best = max(best, e["speedup"])
-            curve.append(best)
-        ax.plot(range(1, len(curve) + 1), curve, marker=".", label=os.path.basename(log)[:-6])
-    ax.set_xlabel("trial")
-    ax.set_ylabel("best speed-up over the defaults so far")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    """Best speed-up so far vs trials, one panel per family, one line per log."""
+    logs = sorted(glob.glob(os.path.join(tune.ROOT, "autotune", "logs", "*.jsonl")))
+    families = sorted({os.path.basename(log).split("-")[0] for log in logs})
+    if not families:
+        return
+    fig, axes = plt.subplots(len(families), 1, figsize=(9, 3.2 * len(families)), squeeze=False)
+    for ax, family in zip(axes[:, 0], families):
+        for log in [l for l in logs if os.path.basename(l).startswith(family + "-")]:
+            space = tune.SPACES[os.path.basename(log).split("-")[1]]
+            best, curve = 0.0, []
+            for line in open(log):
+                e = json.loads(line)
+                if set(e["knobs"]) != set(space):  # measured on a schedule since replaced, as the tuner skips it
+                    continue
+                if e.get("status") == "ok":
+                    best = max(best, e["speedup"])
+                curve.append(best)
+            ax.plot(range(1, len(curve) + 1), curve, marker=".", markersize=3,
+                    label=os.path.basename(log)[len(family) + 1:-6])
+        ax.set_title(family, fontsize=9)
+        ax.set_xlabel("trial")
+        ax.set_ylabel("best speed-up so far")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(os.path.join(out, "search.png"), dpi=110)
     plt.close(fig)
