@@ -146,12 +146,14 @@ def plot_search_curves(out):
         return
     fig, axes = plt.subplots(len(families), 1, figsize=(9, 3.2 * len(families)), squeeze=False)
     for ax, family in zip(axes[:, 0], families):
-        for log in [l for l in logs if os.path.basename(l).startswith(family + "-")]:
-            space = tune.SPACES[os.path.basename(log).split("-")[1]]
+        for log in [name for name in logs if os.path.basename(name).startswith(family + "-")]:
+            space = tune.SPACES.get(os.path.basename(log).split("-")[1])
+            if space is None:  # not a tuner's default log name
+                continue
             best, curve = 0.0, []
             for line in open(log):
                 e = json.loads(line)
-                if set(e["knobs"]) != set(space):  # measured on a schedule since replaced, as the tuner skips it
+                if set(e["knobs"]) != set(space):  # another knob space (an older schedule): the tuner skips it too
                     continue
                 if e.get("status") == "ok":
                     best = max(best, e["speedup"])

@@ -37,8 +37,9 @@
 // - Dl (dy . y per token) with heads in parallel and d in the lanes: it ran
 //   on one thread at B=1, all gathers, 3% of the (255, 0) D=128 time.
 // - the queries' sums by micro-tiles of queries (query_tile). Before, each
-//   query's row took the products of a group of 16 keys in turn: a chain of
-//   16 dependent FMAs (4 cycles each) per row and vector of d, whose latency
+//   query's row took the products of a group of keys in turn (16 on AVX-512,
+//   8 on AVX2 and SSE4.1): a chain of as many dependent FMAs (4 cycles each)
+//   per row and vector of d, whose latency
 //   the out-of-order core could not hide. Defaults against the former
 //   defaults, causal T=4096 on an Intel Xeon (autotune harness, 3 pairs of
 //   runs): AVX-512 D=64 1.08x, D=128 1.10x; AVX2 1.03x, SSE4.1 1.05x (D=64).
@@ -51,6 +52,8 @@ using namespace Halide;
 
 Knobs cpu_backward_knobs(Family family) {
     switch (family) {
+    // The keys' and the queries' micro-tiles alike: 4 tokens x 2 vectors of d,
+    // 8 accumulators, independent chains enough to fill two FMA pipes.
     case Family::Avx512:
         return Knobs({{"vector", 16}, {"band", 48}, {"key_block", 16}, {"key_tile", 4}, {"query_block", 16},
                       {"query_tile", 4}, {"d_block", 32}});
@@ -111,7 +114,8 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
                    then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}));
     key_sum.unroll(key_in_tile);
     // Queries' sums: micro-tiles of query_tile queries, d_block x query_tile
-    // accumulators in registers across the key block, as the keys' sums.
+    // accumulators across the key block (in registers where they fit), as the
+    // keys' sums.
     RVar query_tile("query_tile"), query_in_tile("query_in_tile");
     Var qd("qd");
     query_sum.split(p.query_in_block, query_tile, query_in_tile, qt);

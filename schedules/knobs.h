@@ -32,7 +32,8 @@ public:
     }
 
     // Applies "name:value,..."; a name the schedule does not have is an error,
-    // never silently ignored.
+    // never silently ignored, and so is a value below 1 (0 only where the
+    // default is 0, which means "all": a tile's extent divides by the others).
     Knobs &override_with(const std::string &spec) {
         std::stringstream in(spec);
         std::string item;
@@ -43,7 +44,12 @@ public:
             if (eq == std::string::npos || !values_.count(name)) {
                 throw std::invalid_argument("gka schedule: bad knob override '" + item + "' (knobs: " + str() + ")");
             }
-            values_[name] = std::stoi(item.substr(eq + 1));
+            const int value = std::stoi(item.substr(eq + 1));
+            if (value < (values_[name] == 0 ? 0 : 1)) {
+                throw std::invalid_argument("gka schedule: knob '" + item + "' out of range (at least " +
+                                            (values_[name] == 0 ? "0" : "1") + ")");
+            }
+            values_[name] = value;
         }
         return *this;
     }
