@@ -39,8 +39,8 @@
 // - the queries' sums by micro-tiles of queries (query_tile). Before, each
 //   query's row took the products of a group of keys in turn (16 on AVX-512,
 //   8 on AVX2 and SSE4.1): a chain of as many dependent FMAs (4 cycles each)
-//   per row and vector of d, whose latency
-//   the out-of-order core could not hide. Defaults against the former
+//   per row and vector of d, whose latency the out-of-order core could not
+//   hide. Defaults against the former
 //   defaults, causal T=4096 on an Intel Xeon (autotune harness, 3 pairs of
 //   runs): AVX-512 D=64 1.08x, D=128 1.10x; AVX2 1.03x, SSE4.1 1.05x (D=64).
 #include "schedule_helpers.h"

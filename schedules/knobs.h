@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -23,7 +24,11 @@ inline Family family_of(const Halide::Target &t) {
 
 class Knobs {
 public:
-    explicit Knobs(std::map<std::string, int> values) : values_(std::move(values)) {}
+    explicit Knobs(std::map<std::string, int> values) : values_(std::move(values)) {
+        for (const auto &[name, value] : values_) {
+            if (value == 0) zero_means_all_.insert(name);
+        }
+    }
 
     int operator[](const std::string &name) const {
         auto it = values_.find(name);
@@ -33,7 +38,8 @@ public:
 
     // Applies "name:value,..."; a name the schedule does not have is an error,
     // never silently ignored, and so is a value below 1 (0 only where the
-    // default is 0, which means "all": a tile's extent divides by the others).
+    // default is 0, which means "all": a tile's extent divides by the others;
+    // decided by the default, so that no earlier override changes the rule).
     Knobs &override_with(const std::string &spec) {
         std::stringstream in(spec);
         std::string item;
@@ -44,10 +50,10 @@ public:
             if (eq == std::string::npos || !values_.count(name)) {
                 throw std::invalid_argument("gka schedule: bad knob override '" + item + "' (knobs: " + str() + ")");
             }
-            const int value = std::stoi(item.substr(eq + 1));
-            if (value < (values_[name] == 0 ? 0 : 1)) {
+            const int value = std::stoi(item.substr(eq + 1)), least = zero_means_all_.count(name) ? 0 : 1;
+            if (value < least) {
                 throw std::invalid_argument("gka schedule: knob '" + item + "' out of range (at least " +
-                                            (values_[name] == 0 ? "0" : "1") + ")");
+                                            std::to_string(least) + ")");
             }
             values_[name] = value;
         }
@@ -62,6 +68,7 @@ public:
 
 private:
     std::map<std::string, int> values_;
+    std::set<std::string> zero_means_all_;  // knobs whose default 0 means "all"
 };
 
 }  // namespace gka
