@@ -189,6 +189,16 @@ class Trials:
         # Declarations only: the candidate and the baseline share the generated signature.
         for name in ("candidate", "baseline"):
             self.generate(name, "", header_only=True)
+        # The backward's timed inputs y and lse come from the forward (default
+        # knobs), as in training.
+        self.inputs = []
+        if self.args.kernel == "backward":
+            lib = self.generate("forward_inputs", "", kernel="forward")
+            if lib is None:
+                sys.exit("autotune: cannot generate the forward for the backward's inputs:\n" + self.generator_error)
+            os.replace(os.path.join(self.work, "forward_inputs", "forward_inputs.h"),
+                       os.path.join(self.work, "forward_inputs.h"))
+            self.inputs = [lib]
         for src, obj in (("autotune/harness.cpp", "harness.o"), ("tests/reference.cpp", "reference.o"),
                          ("runtime/block_cache.cpp", "block_cache.o")):
             r = self.run(cflags + ([kind] if kind and "harness" in src else []) +
@@ -196,10 +206,10 @@ class Trials:
             if r.returncode:
                 sys.exit("autotune: cannot compile " + src + ":\n" + r.stderr)
 
-    def generate(self, name, knobs, header_only=False, extra=()):
+    def generate(self, name, knobs, header_only=False, extra=(), kernel=None):
         outdir = os.path.join(self.work, name)
         os.makedirs(outdir, exist_ok=True)
-        cmd = [self.generator, "-g", "gka_" + self.args.kernel, "-f", name, "-o", outdir,
+        cmd = [self.generator, "-g", "gka_" + (kernel or self.args.kernel), "-f", name, "-o", outdir,
                "-e", "h" if header_only else "static_library,h", "target=" + self.target,
                f"head_dim={self.args.head_dim}"] + ([f"knobs={knobs}"] if knobs else []) + list(extra)
         r = self.run(cmd)
@@ -216,7 +226,7 @@ class Trials:
             return {"status": "invalid", "error": self.generator_error}
         exe = os.path.join(self.work, "harness")
         objects = [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "block_cache.o")]
-        r = self.run(["g++"] + objects + [lib, self.baseline, os.path.join(self.work, "runtime.a"),
+        r = self.run(["g++"] + objects + [lib, self.baseline] + self.inputs + [os.path.join(self.work, "runtime.a"),
                                           "-lpthread", "-ldl", "-o", exe])
         if r.returncode:
             return {"status": "link failed", "error": r.stderr[-500:]}
