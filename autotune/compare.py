@@ -144,17 +144,15 @@ def plot_search_curves(out):
     families = sorted({os.path.basename(log).split("-")[0] for log in logs})
     if not families:
         return
+    fingerprint = tune.schedule_fingerprint()
     fig, axes = plt.subplots(len(families), 1, figsize=(9, 3.2 * len(families)), squeeze=False)
     for ax, family in zip(axes[:, 0], families):
         for log in [name for name in logs if os.path.basename(name).startswith(family + "-")]:
-            space = tune.SPACES.get(os.path.basename(log).split("-")[1])
-            if space is None:  # not a tuner's default log name
+            kernel = os.path.basename(log).split("-")[1]
+            if kernel not in tune.SPACES:  # not a tuner's default log name
                 continue
             best, curve = 0.0, []
-            for line in open(log):
-                e = json.loads(line)
-                if set(e["knobs"]) != set(space):  # another knob space (an older schedule): the tuner skips it too
-                    continue
+            for e in tune.current_entries(log, kernel, fingerprint):  # as the tuner resumes
                 if e.get("status") == "ok":
                     best = max(best, e["speedup"])
                 curve.append(best)

@@ -17,14 +17,16 @@ the score is the median over pairs of runs of default time / candidate time (at 
 The search samples the knob space at random (the table's other rows for this kernel
 first) for at most half its budget, then refines around the best so far, the defaults
 until something beats them (one knob moved to a neighbouring value at a time). Every
-trial goes to the log (JSON lines); a rerun with the same log resumes, skipping what
-was measured. --write-table stores the
+trial goes to the log (JSON lines), stamped with a fingerprint of the code it ran
+(schedule_fingerprint); a rerun with the same log resumes, skipping what was
+measured on the same code. --write-table stores the
 winner in schedules/tuned.tsv (the best three re-measured twice, each scored by its
 slowest figure), which the build reads: for the class "long" only if it
 beats the defaults; a narrower class always gets a row ("defaults" if they win), so
 that it never runs knobs tuned for other shapes.
 """
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -49,6 +51,27 @@ SPACES = {
 }
 # Score GEMM passes: at most this many of the tile's columns at once (0: all of them).
 CHUNKS = {"key_chunk": "key_tile"}
+
+
+def schedule_fingerprint():
+    """What a trial's timing depends on besides its knobs: the algorithms, the
+    schedules, the trial harness and the Halide release. A log entry of another
+    fingerprint was measured on code since replaced (even with the same knob
+    names), and a resumed search sets it aside."""
+    from importlib.metadata import version
+    h = hashlib.sha256(version("halide").encode())
+    for folder in ("generators", "schedules", "autotune"):
+        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
+            if name.endswith((".h", ".cpp")):
+                with open(os.path.join(ROOT, folder, name), "rb") as f:
+                    h.update(name.encode() + f.read())
+    return h.hexdigest()[:12]
+
+
+def current_entries(log, kernel, fingerprint):
+    """The entries of `log` measured on this code: this fingerprint and `kernel`'s knob set."""
+    entries = [json.loads(line) for line in open(log)]
+    return [e for e in entries if e.get("schedule") == fingerprint and set(e["knobs"]) == set(SPACES[kernel])]
 
 
 class KnobRules:
@@ -321,12 +344,13 @@ def main():
     done = {}
     if args.fresh and os.path.exists(args.log):
         os.remove(args.log)
+    fingerprint = schedule_fingerprint()
     if os.path.exists(args.log):
-        for line in open(args.log):
-            entry = json.loads(line)
-            if set(entry["knobs"]) == set(space):  # else measured on a schedule since replaced
-                done[knob_string(entry["knobs"])] = entry
-        print(f"autotune: resuming from {args.log} ({len(done)} trials measured)")
+        for entry in current_entries(args.log, args.kernel, fingerprint):
+            done[knob_string(entry["knobs"])] = entry
+        older = sum(1 for _ in open(args.log)) - len(done)
+        print(f"autotune: resuming from {args.log} ({len(done)} trials measured"
+              + (f"; {older} of its lines set aside: older code, or repeats)" if older else ")"))
     rng = random.Random(args.seed)
     everything = [dict(zip(space, values)) for values in itertools.product(*space.values())]
     rules = KnobRules(args)
@@ -377,7 +401,7 @@ def main():
                 if name in done:
                     continue
                 count += 1
-                entry = dict(knobs=knobs, **trials.measure(knobs))
+                entry = dict(knobs=knobs, schedule=fingerprint, **trials.measure(knobs))
                 b = best()
                 if entry["status"] == "ok" and entry["speedup"] > b["speedup"]:
                     # A new best steers the refinement: a lucky moment must not, so it
