@@ -134,17 +134,17 @@ def write_report(args, results):
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "compare.png"), dpi=110)
     plt.close(fig)
-    plot_search_curves(args.out)
+    plot_search_curves(args.out, args.build)
     print(f"compare: wrote {md}")
 
 
-def plot_search_curves(out):
+def plot_search_curves(out, build):
     """Best speed-up so far vs trials, one panel per family, one line per log."""
     logs = sorted(glob.glob(os.path.join(tune.ROOT, "autotune", "logs", "*.jsonl")))
     families = sorted({os.path.basename(log).split("-")[0] for log in logs})
     if not families:
         return
-    fingerprint = tune.schedule_fingerprint()
+    fingerprint = tune.schedule_fingerprint(build)
     fig, axes = plt.subplots(len(families), 1, figsize=(9, 3.2 * len(families)), squeeze=False)
     for ax, family in zip(axes[:, 0], families):
         for log in [name for name in logs if os.path.basename(name).startswith(family + "-")]:

@@ -53,18 +53,18 @@ SPACES = {
 CHUNKS = {"key_chunk": "key_tile"}
 
 
-def schedule_fingerprint():
-    """What a trial's timing depends on besides its knobs: the algorithms, the
-    schedules, the trial harness and the Halide release. A log entry of another
-    fingerprint was measured on code since replaced (even with the same knob
-    names), and a resumed search sets it aside."""
+def schedule_fingerprint(build):
+    """What a trial's timing depends on besides its knobs: the generator binary
+    (the algorithms and schedules as built), the Halide release it links, and
+    the harness and allocator it runs under. A log entry of another fingerprint
+    was measured on code since replaced (even under the same knob names), and a
+    resumed search sets it aside."""
     from importlib.metadata import version
     h = hashlib.sha256(version("halide").encode())
-    for folder in ("generators", "schedules", "autotune"):
-        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
-            if name.endswith((".h", ".cpp")):
-                with open(os.path.join(ROOT, folder, name), "rb") as f:
-                    h.update(name.encode() + f.read())
+    for path in (os.path.join(build, "generators", "gka.generator"), os.path.join(ROOT, "autotune", "harness.cpp"),
+                 os.path.join(ROOT, "runtime", "block_cache.cpp")):
+        with open(path, "rb") as f:
+            h.update(f.read())
     return h.hexdigest()[:12]
 
 
@@ -344,7 +344,7 @@ def main():
     done = {}
     if args.fresh and os.path.exists(args.log):
         os.remove(args.log)
-    fingerprint = schedule_fingerprint()
+    fingerprint = schedule_fingerprint(args.build)
     if os.path.exists(args.log):
         for entry in current_entries(args.log, args.kernel, fingerprint):
             done[knob_string(entry["knobs"])] = entry
