@@ -146,7 +146,9 @@ def plot_search_curves(out, build):
         return
     fingerprint = tune.schedule_fingerprint(build)
     fig, axes = plt.subplots(len(families), 1, figsize=(9, 3.2 * len(families)), squeeze=False)
+    colors = plt.get_cmap("tab20").colors  # twelve classes a family: no colour twice
     for ax, family in zip(axes[:, 0], families):
+        lines = 0
         for log in [name for name in logs if os.path.basename(name).startswith(family + "-")]:
             kernel = os.path.basename(log).split("-")[1]
             if kernel not in tune.SPACES:  # not a tuner's default log name
@@ -156,13 +158,19 @@ def plot_search_curves(out, build):
                 if e.get("status") == "ok":
                     best = max(best, e["speedup"])
                 curve.append(best)
-            ax.plot(range(1, len(curve) + 1), curve, marker=".", markersize=3,
-                    label=os.path.basename(log)[len(family) + 1:-6])
+            if curve:
+                ax.plot(range(1, len(curve) + 1), curve, marker=".", markersize=3, color=colors[lines % len(colors)],
+                        label=os.path.basename(log)[len(family) + 1:-6])
+                lines += 1
         ax.set_title(family, fontsize=9)
         ax.set_xlabel("trial")
         ax.set_ylabel("best speed-up so far")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        if lines:
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        else:
+            ax.text(0.5, 0.5, "no trials of the current code in autotune/logs/", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "search.png"), dpi=110)
     plt.close(fig)
