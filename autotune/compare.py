@@ -144,15 +144,19 @@ def plot_search_curves(out, build):
     families = sorted({os.path.basename(log).split("-")[0] for log in logs})
     if not families:
         return
-    fingerprint = tune.schedule_fingerprint(build)
     fig, axes = plt.subplots(len(families), 1, figsize=(9, 3.2 * len(families)), squeeze=False)
-    colors = plt.get_cmap("tab20").colors  # twelve classes a family: no colour twice
+    tab20 = plt.get_cmap("tab20").colors  # pairs of shades: the dark ones first
+    colors = tab20[0::2] + tab20[1::2]  # twelve classes a family: no colour twice
     for ax, family in zip(axes[:, 0], families):
         lines = 0
         for log in [name for name in logs if os.path.basename(name).startswith(family + "-")]:
             kernel = os.path.basename(log).split("-")[1]
             if kernel not in tune.SPACES:  # not a tuner's default log name
                 continue
+            cls = tune.CLASSES.get(os.path.basename(log)[:-6].split("-")[-1])
+            if cls is None:
+                continue
+            fingerprint = tune.schedule_fingerprint(build, (cls["window"], cls["seq_len"], 8))  # make autotune's
             best, curve = 0.0, []
             for e in tune.current_entries(log, kernel, fingerprint):  # as the tuner resumes
                 if e.get("status") == "ok":

@@ -53,25 +53,37 @@ SPACES = {
 CHUNKS = {"key_chunk": "key_tile"}
 
 
-def schedule_fingerprint(build):
+def schedule_fingerprint(build, shape):
     """What a trial's timing depends on besides its knobs: the generator binary
-    (the algorithms and schedules as built), the Halide release it links, and
-    the harness and allocator it runs under. A log entry of another fingerprint
-    was measured on code since replaced (even under the same knob names), and a
-    resumed search sets it aside."""
+    (the algorithms and schedules as built), the Halide release it links, the
+    CPU families' targets, the harness, the allocator and the problem maker it
+    runs with, and the tuning shape (`shape`: window, length, heads). A log
+    entry of another fingerprint was measured on code or a shape since changed
+    (even under the same knob names), and a resumed search sets it aside."""
     from importlib.metadata import version
-    h = hashlib.sha256(version("halide").encode())
-    for path in (os.path.join(build, "generators", "gka.generator"), os.path.join(ROOT, "autotune", "harness.cpp"),
-                 os.path.join(ROOT, "runtime", "block_cache.cpp")):
+    generator = os.path.join(build, "generators", "gka.generator")
+    if not os.path.exists(generator):
+        sys.exit(f"autotune: no generator at {generator}: build the project first (make build)")
+    h = hashlib.sha256((version("halide") + " " + " ".join(map(str, shape))).encode())
+    for path in (generator, os.path.join(ROOT, "cmake", "GkaKernels.cmake"),
+                 *(os.path.join(ROOT, p) for p in ("autotune/harness.cpp", "runtime/block_cache.cpp",
+                                                    "tests/reference.cpp", "tests/reference.h"))):
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
 
 
 def current_entries(log, kernel, fingerprint):
-    """The entries of `log` measured on this code: this fingerprint and `kernel`'s knob set."""
-    entries = [json.loads(line) for line in open(log)]
-    return [e for e in entries if e.get("schedule") == fingerprint and set(e["knobs"]) == set(SPACES[kernel])]
+    """The entries of `log` measured on this code: this fingerprint and `kernel`'s knob
+    set (a line cut short by an interrupted run is skipped)."""
+    entries = []
+    for line in open(log):
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return [e for e in entries
+            if e.get("schedule") == fingerprint and set(e.get("knobs", ())) == set(SPACES[kernel])]
 
 
 class KnobRules:
@@ -216,11 +228,9 @@ class Trials:
         # knobs), as in training.
         self.inputs = []
         if self.args.kernel == "backward":
-            lib = self.generate("forward_inputs", "", kernel="forward")
+            lib = self.generate("forward_inputs", "", kernel="forward", header_to_work=True)
             if lib is None:
                 sys.exit("autotune: cannot generate the forward for the backward's inputs:\n" + self.generator_error)
-            os.replace(os.path.join(self.work, "forward_inputs", "forward_inputs.h"),
-                       os.path.join(self.work, "forward_inputs.h"))
             self.inputs = [lib]
         for src, obj in (("autotune/harness.cpp", "harness.o"), ("tests/reference.cpp", "reference.o"),
                          ("runtime/block_cache.cpp", "block_cache.o")):
@@ -229,7 +239,7 @@ class Trials:
             if r.returncode:
                 sys.exit("autotune: cannot compile " + src + ":\n" + r.stderr)
 
-    def generate(self, name, knobs, header_only=False, extra=(), kernel=None):
+    def generate(self, name, knobs, header_only=False, extra=(), kernel=None, header_to_work=False):
         outdir = os.path.join(self.work, name)
         os.makedirs(outdir, exist_ok=True)
         cmd = [self.generator, "-g", "gka_" + (kernel or self.args.kernel), "-f", name, "-o", outdir,
@@ -237,7 +247,7 @@ class Trials:
                f"head_dim={self.args.head_dim}"] + ([f"knobs={knobs}"] if knobs else []) + list(extra)
         r = self.run(cmd)
         self.generator_error = r.stderr.strip().splitlines()[-1] if r.returncode and r.stderr.strip() else ""
-        if header_only and r.returncode == 0:
+        if (header_only or header_to_work) and r.returncode == 0:
             os.replace(os.path.join(outdir, name + ".h"), os.path.join(self.work, name + ".h"))
         return None if r.returncode else os.path.join(outdir, name + ".a")
 
@@ -259,6 +269,8 @@ class Trials:
         words = r.stdout.split()
         if r.returncode or not words:
             return {"status": "crashed", "error": r.stderr[-500:]}
+        if words[0] == "broken":  # the harness, not the candidate: no trial can be scored
+            sys.exit("autotune: the trial harness failed: " + " ".join(words[1:]))
         if words[0] != "ok":
             return {"status": "wrong", "error": " ".join(words[1:])}
         cand, base, speedup = (float(w) for w in words[1:4])
@@ -344,13 +356,14 @@ def main():
     done = {}
     if args.fresh and os.path.exists(args.log):
         os.remove(args.log)
-    fingerprint = schedule_fingerprint(args.build)
+    fingerprint = schedule_fingerprint(args.build, (args.window, args.seq_len, args.heads))
     if os.path.exists(args.log):
-        for entry in current_entries(args.log, args.kernel, fingerprint):
+        current = current_entries(args.log, args.kernel, fingerprint)
+        for entry in current:  # a knob set's later line (its confirmed figure) wins
             done[knob_string(entry["knobs"])] = entry
-        older = sum(1 for _ in open(args.log)) - len(done)
+        older = sum(1 for _ in open(args.log)) - len(current)
         print(f"autotune: resuming from {args.log} ({len(done)} trials measured"
-              + (f"; {older} of its lines set aside: older code, or repeats)" if older else ")"))
+              + (f"; {older} lines of other code or shapes set aside)" if older else ")"))
     rng = random.Random(args.seed)
     everything = [dict(zip(space, values)) for values in itertools.product(*space.values())]
     rules = KnobRules(args)

@@ -4,7 +4,8 @@
 //   harness T left right head_dim heads [check_T check_heads]
 // (Halide's autoschedulers tile for the shape they planned for and fail on
 // smaller ones: compare.py checks them on the timed shape itself.)
-// prints: "ok <candidate ms> <default ms> <speed-up>" or "wrong <what>"; exit 0 either way.
+// prints: "ok <candidate ms> <default ms> <speed-up>", "wrong <what>" or, when the
+// harness itself fails (the backward's inputs), "broken <what>"; exit 0 each time.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -93,9 +94,13 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+// Set while the forward makes the backward's inputs: its failure is no fault of
+// the candidate's.
+bool making_inputs = false;
+
 // A kernel that fails reports why, as a wrong trial, instead of aborting.
 void report_error(void *, const char *message) {
-    std::printf("wrong halide error: %s\n", message);
+    std::printf("%s halide error: %s\n", making_inputs ? "broken" : "wrong", message);
     std::exit(0);
 }
 
@@ -128,10 +133,12 @@ int main(int argc, char **argv) {
     // The backward reads y and lse: the forward's, as in training. (Left
     // uninitialized, they held whatever the process had freed, at times
     // denormals, which slowed both kernels up to 2.8x.)
+    making_inputs = true;
     if (forward_inputs(big.x, big.sigma, int(w.left), int(w.right), big.y, big.lse) != 0) {
-        std::printf("wrong the forward for the backward's inputs failed\n");
+        std::printf("broken the forward that makes the backward's inputs failed\n");
         return 0;
     }
+    making_inputs = false;
 #endif
     if (run(candidate, big) != 0 || run(baseline, big) != 0) {
         std::printf("wrong kernel failed on the timed shape\n");
