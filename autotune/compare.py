@@ -38,7 +38,7 @@ PLUGINS = {"Adams2019": "adams2019", "Mullapudi2016": "mullapudi2016", "Li2018":
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--family", default=tune.host_best_family())
-    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--heads", type=int, default=tune.HEADS)
     ap.add_argument("--kernels", default="forward,backward", help="kernels (comma-separated) to compare")
     ap.add_argument("--head-dims", default="64,128", help="head dims (comma-separated) to compare")
     ap.add_argument("--autoschedulers-on", default="long", help="classes (comma-separated) to run them on")
@@ -140,23 +140,22 @@ def write_report(args, results):
 
 def plot_search_curves(out, build):
     """Best speed-up so far vs trials, one panel per family, one line per log."""
-    logs = sorted(glob.glob(os.path.join(tune.ROOT, "autotune", "logs", "*.jsonl")))
-    families = sorted({os.path.basename(log).split("-")[0] for log in logs})
-    if not families:
+    # The tuner's logs by family: <family>-<kernel>-d<head dim>-<class>.jsonl.
+    logs = {}
+    for log in sorted(glob.glob(os.path.join(tune.ROOT, "autotune", "logs", "*.jsonl"))):
+        parts = os.path.basename(log)[:-len(".jsonl")].split("-")
+        if len(parts) == 4 and parts[1] in tune.SPACES and parts[3] in tune.CLASSES:
+            logs.setdefault(parts[0], []).append((log, parts[1], tune.CLASSES[parts[3]], "-".join(parts[1:])))
+    if not logs:
         return
-    fig, axes = plt.subplots(len(families), 1, figsize=(9, 3.2 * len(families)), squeeze=False)
+    fig, axes = plt.subplots(len(logs), 1, figsize=(9, 3.2 * len(logs)), squeeze=False)
     tab20 = plt.get_cmap("tab20").colors  # pairs of shades: the dark ones first
     colors = tab20[0::2] + tab20[1::2]  # twelve classes a family: no colour twice
-    for ax, family in zip(axes[:, 0], families):
+    for ax, family in zip(axes[:, 0], sorted(logs)):
         lines = 0
-        for log in [name for name in logs if os.path.basename(name).startswith(family + "-")]:
-            kernel = os.path.basename(log).split("-")[1]
-            if kernel not in tune.SPACES:  # not a tuner's default log name
-                continue
-            cls = tune.CLASSES.get(os.path.basename(log)[:-6].split("-")[-1])
-            if cls is None:
-                continue
-            fingerprint = tune.schedule_fingerprint(build, (cls["window"], cls["seq_len"], 8))  # make autotune's
+        for log, kernel, cls, label in logs[family]:
+            # The fingerprint of make autotune's runs: the class's shape, the default heads.
+            fingerprint = tune.schedule_fingerprint(build, (cls["window"], cls["seq_len"], tune.HEADS))
             best, curve = 0.0, []
             for e in tune.current_entries(log, kernel, fingerprint):  # as the tuner resumes
                 if e.get("status") == "ok":
@@ -164,7 +163,7 @@ def plot_search_curves(out, build):
                 curve.append(best)
             if curve:
                 ax.plot(range(1, len(curve) + 1), curve, marker=".", markersize=3, color=colors[lines % len(colors)],
-                        label=os.path.basename(log)[len(family) + 1:-6])
+                        label=label)
                 lines += 1
         ax.set_title(family, fontsize=9)
         ax.set_xlabel("trial")

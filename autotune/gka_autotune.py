@@ -51,6 +51,8 @@ SPACES = {
 }
 # Score GEMM passes: at most this many of the tile's columns at once (0: all of them).
 CHUNKS = {"key_chunk": "key_tile"}
+# Heads of the tuning shapes, unless --heads says otherwise (B=1).
+HEADS = 8
 
 
 def schedule_fingerprint(build, shape):
@@ -314,7 +316,7 @@ def main():
     ap.add_argument("--class", dest="shape_class", default="long", choices=list(CLASSES))
     ap.add_argument("--window", choices=sorted(WINDOWS), help="the tuning shape's window (default: the class's)")
     ap.add_argument("--seq-len", type=int, help="the tuning shape's length (default: the class's)")
-    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--heads", type=int, default=HEADS)
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--minutes", type=float, default=15)
     ap.add_argument("--random-trials", type=int, default=None, help="random samples before refining (default: half)")
