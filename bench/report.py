@@ -67,7 +67,7 @@ def sgemm_yardstick(medians):
 
 
 def targets(medians, rows, sgemm):
-    """The issue's targets (AVX-512 family), each with its measured value."""
+    """The issue's targets (AVX-512 family) and the denormal guard, each with its measured value."""
     lines = []
 
     def g(family, p, w, D, T):
@@ -90,6 +90,13 @@ def targets(medians, rows, sgemm):
         if c and w:
             r = w["pairs"] / c["pairs"]
             lines.append((f"fwd (255,0) D={D}: pairs/s / causal pairs/s", ">= 0.7", f"{r:.2f}", r >= 0.7))
+    for D in (64, 128):
+        for p in ("fwd", "bwd"):
+            smooth, sharp = g(best, p, "causal", D, 4096), g(best, p, "causal_sharp", D, 4096)
+            if smooth and sharp:
+                r = sharp["gflops"] / smooth["gflops"]
+                lines.append((f"{p} causal T=4096 D={D}: sharp inputs' GFLOP/s / smooth inputs'", ">= 0.9",
+                              f"{r:.2f}", r >= 0.9))
     for D in (64, 128):
         u = medians.get(f"unfused_blas/fwd/causal/D={D}/T=4096")
         e = g(best, "fwd", "causal", D, 4096)

@@ -13,6 +13,7 @@
 #include "HalideBuffer.h"
 #include "HalideRuntime.h"
 #include "block_cache.h"
+#include "denormals.h"
 #include "kernel_variants.h"
 #include "internal.h"
 
@@ -66,6 +67,7 @@ gka_status force_family(const char *name) {
 void initialize() {
     halide_set_error_handler(record_halide_error);
     gka::install_block_cache();
+    gka::install_denormal_flushing();
     halide_set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
     if (const char *threads = std::getenv("GKA_NUM_THREADS")) {
         char *end = nullptr;
@@ -194,6 +196,7 @@ gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
     const auto *k = gka::forward_variant(f->name, shape.head_dim, window_kind(window, shape), shape.seq_len);
+    gka::DenormalsFlushed flushed;
     return gka::internal::ran(k->name, k->run(xb, sb, w.left, w.right, yb, lb), GKA_ERR_INTERNAL);
 }
 
@@ -213,6 +216,7 @@ gka_status gka_backward(gka_shape shape, gka_window window, const float *x, cons
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
     const auto *k = gka::backward_variant(f->name, shape.head_dim, window_kind(window, shape), shape.seq_len);
+    gka::DenormalsFlushed flushed;
     return gka::internal::ran(k->name, k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb), GKA_ERR_INTERNAL);
 }
 

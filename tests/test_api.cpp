@@ -1,5 +1,9 @@
 // The C ABI's contract: validation that touches no output, clear messages,
-// unsupported shapes, determinism, concurrent callers, family and thread control.
+// unsupported shapes, determinism, concurrent callers, family and thread control,
+// the float mode the kernels run in.
+#include <xmmintrin.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -185,4 +189,29 @@ TEST_CASE("thread count control", "[api]") {
     Call c;
     CHECK(c.forward() == GKA_OK);
     CHECK(gka_set_num_threads(int(std::thread::hardware_concurrency())) == GKA_OK);
+}
+
+TEST_CASE("denormals are zero inside the kernels, and the caller's float mode is kept", "[api]") {
+    // Features and gradients of 1e-40 (denormal) read as zero on every thread:
+    // y, dx and dsigma come out exactly 0, where denormal arithmetic leaves ~1e-40.
+    constexpr float denormal = 1e-40f;
+    constexpr unsigned control_bits = ~0x3fu;  // MXCSR without its sticky exception flags
+    const unsigned caller_mode = _mm_getcsr() & control_bits;
+    for (const std::string &family : gka_test::runnable_families()) {
+        INFO("family " << family);
+        REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
+        auto tiny = gka_ref::make_problem({1, 1024, 8, 16}, {-1, 0}, std::vector<float>(8, 1.0f), 1.0, 21);
+        std::fill(tiny.x.begin(), tiny.x.end(), denormal);
+        const gka_test::Outputs out = gka_test::run_kernels(tiny);
+        CHECK(std::all_of(out.y.begin(), out.y.end(), [](float v) { return v == 0.0f; }));
+        CHECK((_mm_getcsr() & control_bits) == caller_mode);
+
+        auto quiet = gka_ref::make_problem({1, 1024, 8, 16}, {-1, 0}, std::vector<float>(8, 1.0f), 1.0, 22);
+        std::fill(quiet.dy.begin(), quiet.dy.end(), denormal);
+        const gka_test::Outputs grads = gka_test::run_kernels(quiet);
+        CHECK(std::all_of(grads.dx.begin(), grads.dx.end(), [](float v) { return v == 0.0f; }));
+        CHECK(std::all_of(grads.dsigma.begin(), grads.dsigma.end(), [](float v) { return v == 0.0f; }));
+        CHECK((_mm_getcsr() & control_bits) == caller_mode);
+    }
+    REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
 }
