@@ -9,6 +9,12 @@
 // (gka_backward.h walks the pairs twice, once per direction, and computes each
 // pair term twice: 7 GEMM-sized products for GKA.md's 5.)
 //
+// The key bands are dealt round-robin to `groups` groups (1 when batch x heads
+// gives enough tasks), each with sums of its own, added at the end, so that
+// the pairs of one head can be summed by several tasks without a race: a
+// head's queries take terms from every key band. The groups depend on the
+// shape only, never on the thread count: the results do not either.
+//
 // The query path drops the term -(1/sigma^2) (sum_j dS_ij) x_i: sum_j dS_ij is
 // 0 in exact arithmetic (GKA.md), and in floats it is the rounding of
 // dy_i . y_i recomputed from P.
@@ -21,24 +27,31 @@ namespace gka {
 struct FusedBackwardPipeline : BackwardInputs {
     PairTerms terms;                // dS carries 1/sigma^2 (both paths scale by it)
 
-    // Every pair, by (key in block, query in block, key block, query block, key
-    // band), innermost first: the order in which the sums below add their terms.
+    // Every pair of a group, by (key in block, query in block, key block, query
+    // block, band of the group), innermost first: the order in which the sums
+    // below add their terms.
     RDom pairs;
-    Halide::RVar key_in_block, query_in_block, key_block, query_block, key_band;
-    Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b)
-    Func key_stats{"key_stats"};    // {sum_i dS_it, sum_i dS_it s_it} / sigma^2   (h, t, b)
-    Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b)
+    Halide::RVar key_in_block, query_in_block, key_block, query_block, band_in_group;
+    // A group's sums, over its pairs:
+    Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b, group)
+    Func key_stats{"key_stats"};    // {sum_i dS_it, sum_i dS_it s_it} / sigma^2   (h, t, b, group)
+    Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b, group)
+    // and the groups' totals.
+    RDom groups;
+    Func pair_sum{"pair_sum"};      // key_sum + query_sum                       (d, h, t, b)
+    Func dscore_sum{"dscore_sum"};  // sum_i dS_it                               (h, t, b)
 
-    RDom tokens;                    // every (t, b), for dsigma
+    RDom tokens;                    // every (t, b, group), for dsigma
     Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij / sigma^2                 (h)
     Func dx, dsigma;                // the outputs
 };
 
 // The key bands are mask.band_size keys, walked key_block keys at a time; the
 // queries of a band's window go by blocks of query_block (Mask::query_in_window).
+// `groups`: of key bands, each summed apart (>= 1).
 inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy,
                                   Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
-                                  Func dx, Func dsigma) {
+                                  Expr groups, Func dx, Func dsigma) {
     if (mask.band_size % key_block != 0) {
         throw std::invalid_argument("gka backward: the band must be a multiple of key_block");
     }
@@ -49,32 +62,39 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
 
     const Expr bands = (mask.seq_len + mask.band_size - 1) / mask.band_size;
     const Expr blocks = (mask.window_extent() + query_block - 1) / query_block;
-    p.pairs = RDom({{0, key_block}, {0, query_block}, {0, mask.band_size / key_block}, {0, blocks}, {0, bands}},
+    const Expr bands_per_group = (bands + groups - 1) / groups;
+    p.pairs = RDom({{0, key_block}, {0, query_block}, {0, mask.band_size / key_block}, {0, blocks},
+                    {0, bands_per_group}},
                    "pairs");
     p.key_in_block = p.pairs[0];
     p.query_in_block = p.pairs[1];
     p.key_block = p.pairs[2];
     p.query_block = p.pairs[3];
-    p.key_band = p.pairs[4];
-    const Expr key = mask.token(p.key_band, p.key_block * key_block + p.key_in_block);
-    const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, p.key_band);
+    p.band_in_group = p.pairs[4];
+    const Var &g = v.group;
+    const Expr key_band = p.band_in_group * groups + g;  // round-robin: under a causal mask early bands pair most
+    p.pairs.where(key_band < bands);
+    const Expr key = mask.token(key_band, p.key_block * key_block + p.key_in_block);
+    const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, key_band);
 
     const Expr ds = p.terms.dscore(key, query, v.h, v.b), prob = p.terms.prob(key, query, v.h, v.b);
-    p.key_sum(v.d, v.h, v.t, v.b) = 0.0f;
-    p.key_sum(v.d, v.h, key, v.b) += ds * p.x(v.d, v.h, query, v.b) + prob * p.dy(v.d, v.h, query, v.b);
-    p.key_stats(v.h, v.t, v.b) = {0.0f, 0.0f};
-    p.key_stats(v.h, key, v.b) = {p.key_stats(v.h, key, v.b)[0] + ds,
-                                  p.key_stats(v.h, key, v.b)[1] + ds * p.terms.scores.score(key, query, v.h, v.b)};
-    p.query_sum(v.d, v.h, v.t, v.b) = 0.0f;
-    p.query_sum(v.d, v.h, query, v.b) += ds * p.x(v.d, v.h, key, v.b);
+    p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
+    p.key_sum(v.d, v.h, key, v.b, g) += ds * p.x(v.d, v.h, query, v.b) + prob * p.dy(v.d, v.h, query, v.b);
+    p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};
+    p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds,
+                                     p.key_stats(v.h, key, v.b, g)[1] + ds * p.terms.scores.score(key, query, v.h, v.b)};
+    p.query_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
+    p.query_sum(v.d, v.h, query, v.b, g) += ds * p.x(v.d, v.h, key, v.b);
 
-    dx(v.d, v.h, v.t, v.b) = p.key_sum(v.d, v.h, v.t, v.b) + p.query_sum(v.d, v.h, v.t, v.b) -
-                             p.key_stats(v.h, v.t, v.b)[0] * x(v.d, v.h, v.t, v.b);
+    p.groups = RDom(0, groups, "groups");
+    p.pair_sum(v.d, v.h, v.t, v.b) += p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
+    p.dscore_sum(v.h, v.t, v.b) += p.key_stats(v.h, v.t, v.b, p.groups)[0];
+    dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b) - p.dscore_sum(v.h, v.t, v.b) * x(v.d, v.h, v.t, v.b);
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order; the
     // sums' dS carries 1/sigma_h^2, hence the factor -2 sigma_h.
-    p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");
-    p.dsigma_sum(v.h) += p.key_stats(v.h, p.tokens.x, p.tokens.y)[1];
+    p.tokens = RDom(0, mask.seq_len, 0, batch, 0, groups, "tokens");
+    p.dsigma_sum(v.h) += p.key_stats(v.h, p.tokens.x, p.tokens.y, p.tokens.z)[1];
     dsigma(v.h) = p.dsigma_sum(v.h) * (-2.0f * sigma(v.h));
     p.dx = dx;
     p.dsigma = dsigma;

@@ -118,8 +118,13 @@ public:
             gka::define_backward(two_passes, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
                                  k["query_block"], dx, dsigma);
         } else {
+            // Key-band groups enough for min_tasks tasks of (group, head, batch), at
+            // most one a band: from the shape alone, so that results never depend
+            // on the thread count.
+            const Expr heads_and_batches = heads * batch, bands = (seq_len + k["band"] - 1) / k["band"];
+            const Expr groups = clamp((k["min_tasks"] + heads_and_batches - 1) / heads_and_batches, 1, bands);
             gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
-                                       k["query_block"], dx, dsigma);
+                                       k["query_block"], groups, dx, dsigma);
         }
         if (using_autoscheduler()) {
             const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;

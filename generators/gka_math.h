@@ -16,7 +16,7 @@ using Halide::Var;
 // (d, h, t, b). Pair terms are (j, i, h, b): key j first, query i second.
 // Tokens are also addressed as (offset, band, h, b), t = band * band_size + offset.
 struct Vars {
-    Var d{"d"}, h{"h"}, t{"t"}, b{"b"}, i{"i"}, j{"j"}, offset{"offset"}, band{"band"};
+    Var d{"d"}, h{"h"}, t{"t"}, b{"b"}, i{"i"}, j{"j"}, offset{"offset"}, band{"band"}, group{"group"};
 };
 
 // FlashAttention's window (left, right), -1 meaning unbounded, as the two spans

@@ -15,8 +15,10 @@
 //   block); and to its keys' scalar sums of dS and dS*s, a key a lane: three
 //   updates fused (compute_with), all reading the one tile.
 // A head's sums are written by one task in a fixed order: deterministic, no
-// atomics. The price: B*H tasks at most (one core per head; B=1, H=1 runs on
-// one thread).
+// atomics. The price was B*H tasks at most (B=1, H=1 ran on one thread); where
+// B*H is below min_tasks, the key bands are dealt round-robin to groups, each
+// a task with sums of its own, added at the end (the groups' count follows
+// the shape alone, so results do not depend on the thread count).
 //
 // Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, tuned knobs, medians of
 // three gka_bench runs; OpenBLAS sgemm 2048^3 = 186 GFLOP/s in the same runs):
@@ -40,9 +42,15 @@
 //   query's row took the products of a group of keys in turn (16 on AVX-512,
 //   8 on AVX2 and SSE4.1): a chain of as many dependent FMAs (4 cycles each)
 //   per row and vector of d, whose latency the out-of-order core could not
-//   hide. Defaults against the former
-//   defaults, causal T=4096 on an Intel Xeon (autotune harness, 3 pairs of
-//   runs): AVX-512 D=64 1.08x, D=128 1.10x; AVX2 1.03x, SSE4.1 1.05x (D=64).
+//   hide. Defaults against the former defaults, causal T=4096 on an Intel
+//   Xeon (autotune harness, 3 pairs of runs): AVX-512 D=64 1.08x, D=128
+//   1.10x; AVX2 1.03x, SSE4.1 1.05x (D=64).
+// - key-band groups (min_tasks): causal T=4096, B=1 H=1 on the Intel Xeon's
+//   2 cores (libgka, 5-100 calls a run, 2-3 runs): D=64 1.7x (22 ms for
+//   36-40), D=128 1.7x (45 for 73-78), T=1024 D=64 1.25x. Groups cost ~8%
+//   where the heads already fill the cores (H=2 with 2 groups: 85 ms against
+//   79 at D=128), hence 2 by default: a host of more cores gains from a
+//   min_tasks of about its core count.
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -56,25 +64,26 @@ Knobs cpu_backward_knobs(Family family) {
     // 8 accumulators, independent chains enough to fill two FMA pipes.
     case Family::Avx512:
         return Knobs({{"vector", 16}, {"band", 48}, {"key_block", 16}, {"key_tile", 4}, {"query_block", 16},
-                      {"query_tile", 4}, {"d_block", 32}});
+                      {"query_tile", 4}, {"d_block", 32}, {"min_tasks", 2}});
     case Family::Avx2:
         return Knobs({{"vector", 8}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 8},
-                      {"query_tile", 4}, {"d_block", 16}});
+                      {"query_tile", 4}, {"d_block", 16}, {"min_tasks", 2}});
     default:
         return Knobs({{"vector", 4}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 16},
-                      {"query_tile", 4}, {"d_block", 8}});
+                      {"query_tile", 4}, {"d_block", 8}, {"min_tasks", 2}});
     }
 }
 
 namespace {
 
-// A head's sums (d, h, t, b), each head's tokens contiguous.
+// A group's sums of a head (d, h, t, b, group), each head's tokens contiguous.
 void schedule_head_sum(Func f, const Vars &v, int vec) {
     f.compute_root()
-        .reorder_storage(v.d, v.t, v.h, v.b)
-        .reorder(v.d, v.t, v.h, v.b)
+        .reorder_storage(v.d, v.t, v.h, v.b, v.group)
+        .reorder(v.d, v.t, v.h, v.b, v.group)
         .vectorize(v.d, vec, TailStrategy::GuardWithIf)
-        .parallel(v.h);
+        .parallel(v.h)
+        .parallel(v.group);
 }
 
 }  // namespace
@@ -95,12 +104,13 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
 
     schedule_head_sum(p.key_sum, v, vec);
     schedule_head_sum(p.query_sum, v, vec);
-    p.key_stats.compute_root().reorder_storage(v.t, v.h, v.b).parallel(v.h);
+    p.key_stats.compute_root().reorder_storage(v.t, v.h, v.b, v.group).parallel(v.h).parallel(v.group);
 
-    // The fused updates, per (key block, query block, key band), h and b in
-    // parallel (nested: fusing them confuses the bounds of the fused tiles).
+    // The fused updates, per (key block, query block, band of the group), group,
+    // h and b in parallel (nested: fusing them confuses the bounds of the fused
+    // tiles).
     Stage query_sum = p.query_sum.update(), key_sum = p.key_sum.update(), key_stats = p.key_stats.update();
-    const std::vector<VarOrRVar> outer = {p.key_block, p.query_block, p.key_band, v.h, v.b};
+    const std::vector<VarOrRVar> outer = {p.key_block, p.query_block, p.band_in_group, v.group, v.h, v.b};
     auto then_outer = [&](std::vector<VarOrRVar> inner) {
         inner.insert(inner.end(), outer.begin(), outer.end());
         return inner;
@@ -127,13 +137,13 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     key_stats.reorder(then_outer({p.key_in_block, p.query_in_block}))
         .allow_race_conditions()
         .vectorize(p.key_in_block, vec);
-    for (Stage s : {query_sum, key_sum, key_stats}) s.parallel(v.h).parallel(v.b);
+    for (Stage s : {query_sum, key_sum, key_stats}) s.parallel(v.group).parallel(v.h).parallel(v.b);
     key_sum.compute_with(query_sum, p.key_block);
     key_stats.compute_with(query_sum, p.key_block);
 
     // The band's keys transposed once for the GEMMs; the queries' x and dy are
     // read in place (broadcast).
-    const LoopLevel band_at(p.query_sum, p.key_band), tile_at(p.query_sum, p.key_block);
+    const LoopLevel band_at(p.query_sum, p.band_in_group), tile_at(p.query_sum, p.key_block);
     PairTerms &t = p.terms;
     transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k["band"], vec);
     // Per key block: the pair terms, vectorized over keys j, unrolled over queries i.
@@ -143,6 +153,10 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
 
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);
+    // The groups' totals, a token's at a time (one group: a copy).
+    for (Func total : {p.pair_sum, p.dscore_sum}) total.compute_at(p.dx, v.h);
+    p.pair_sum.vectorize(v.d, vec, TailStrategy::GuardWithIf);
+    p.pair_sum.update().reorder(v.d, p.groups).vectorize(v.d, vec, TailStrategy::GuardWithIf);
 }
 
 }  // namespace gka

@@ -50,9 +50,11 @@ GKA_API gka_status gka_forward(gka_shape shape, gka_window window, const float *
                        float *lse);
 
 /* Gradients of L = sum(dy . y) with respect to x and sigma, from the forward's
- * y and lse. dx and dsigma are overwritten, not accumulated. On the CPU one
- * thread owns each (batch, head): batch * heads below the thread count leaves
- * threads idle. */
+ * y and lse. dx and dsigma are overwritten, not accumulated. On the CPU its
+ * tasks are the (batch, head) pairs, times groups of key bands summed apart
+ * where batch * heads is below the schedule's min_tasks (2 unless tuned): fewer
+ * tasks than threads leave threads idle. The groups follow the shape, never
+ * the thread count, so results do not either. */
 GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
                         const float *lse, const float *dy, float *dx, float *dsigma);
 
