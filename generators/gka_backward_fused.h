@@ -39,7 +39,7 @@ struct FusedBackwardPipeline : BackwardInputs {
     // and the groups' totals.
     RDom groups;
     Func pair_sum{"pair_sum"};      // key_sum + query_sum                       (d, h, t, b)
-    Func dscore_sum{"dscore_sum"};  // sum_i dS_it                               (h, t, b)
+    Func dscore_sum{"dscore_sum"};  // sum_i dS_it / sigma^2                     (h, t, b)
 
     RDom tokens;                    // every (t, b, group), for dsigma
     Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij / sigma^2                 (h)

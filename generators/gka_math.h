@@ -14,7 +14,8 @@ using Halide::Var;
 
 // Loop variables shared by every GKA pipeline. In Halide's order x is
 // (d, h, t, b). Pair terms are (j, i, h, b): key j first, query i second.
-// Tokens are also addressed as (offset, band, h, b), t = band * band_size + offset.
+// Tokens are also addressed as (offset, band, h, b), t = band * band_size + offset;
+// a group is a set of key bands summed apart (gka_backward_fused.h).
 struct Vars {
     Var d{"d"}, h{"h"}, t{"t"}, b{"b"}, i{"i"}, j{"j"}, offset{"offset"}, band{"band"}, group{"group"};
 };

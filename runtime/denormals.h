@@ -11,9 +11,10 @@
 
 namespace gka {
 
-// Sets flush-to-zero and denormals-are-zero on this thread for its lifetime,
-// then restores the thread's former modes (exception flags raised meanwhile
-// stay raised).
+// Runs this thread, for its lifetime, in the default float mode (round to
+// nearest, exceptions masked) with flush-to-zero and denormals-are-zero, then
+// restores the thread's former mode (exception flags raised meanwhile stay
+// raised).
 class DenormalsFlushed {
 public:
     DenormalsFlushed();
@@ -26,7 +27,7 @@ private:
 };
 
 // Runs each task of Halide's thread pool under DenormalsFlushed. (Workers
-// started inside a flushed call inherit its modes; this does not rely on it.)
+// started inside a flushed call inherit its mode; this does not rely on it.)
 void install_denormal_flushing();
 
 }  // namespace gka

@@ -1,7 +1,8 @@
 // CPU schedule of the GKA backward: the one-pass algorithm
 // (generators/gka_backward_fused.h).
 //
-// One task per (head, batch) walks every key band. A band's keys are copied
+// One task per (group of key bands, head, batch) walks its key bands (one
+// group, all of them, unless B*H is below min_tasks). A band's keys are copied
 // transposed (tokens innermost) once; its query window goes by blocks of
 // query_block queries, and in a block each key block of key_block keys
 // - computes its tiles of pair terms, key_block x query_block, vectorized over
@@ -14,7 +15,7 @@
 //   of query_tile queries (d_block x query_tile accumulators across the key
 //   block); and to its keys' scalar sums of dS and dS*s, a key a lane: three
 //   updates fused (compute_with), all reading the one tile.
-// A head's sums are written by one task in a fixed order: deterministic, no
+// A group's sums are written by one task in a fixed order: deterministic, no
 // atomics. The price was B*H tasks at most (B=1, H=1 ran on one thread); where
 // B*H is below min_tasks, the key bands are dealt round-robin to groups, each
 // a task with sums of its own, added at the end (the groups' count follows
@@ -153,7 +154,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
 
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);
-    // The groups' totals, a token's at a time (one group: a copy).
+    // The groups' totals, 16 tokens of a head at a time (one group: a copy).
     for (Func total : {p.pair_sum, p.dscore_sum}) total.compute_at(p.dx, v.h);
     p.pair_sum.vectorize(v.d, vec, TailStrategy::GuardWithIf);
     p.pair_sum.update().reorder(v.d, p.groups).vectorize(v.d, vec, TailStrategy::GuardWithIf);

@@ -197,12 +197,13 @@ TEST_CASE("thread count control", "[api]") {
     CHECK(gka_set_num_threads(int(std::thread::hardware_concurrency())) == GKA_OK);
 }
 
-TEST_CASE("denormals are zero inside the kernels, and the caller's float mode is kept", "[api]") {
-    // Features and gradients of 1e-40 (denormal) read as zero on every thread:
-    // y, dx and dsigma come out exactly 0, where denormal arithmetic leaves ~1e-40.
+TEST_CASE("the kernels' float mode: denormals zero, round to nearest, the caller's mode kept", "[api]") {
+    // Features and gradients of 1e-40 (denormal) read as zero: y, dx and dsigma
+    // come out exactly 0, where denormal arithmetic leaves ~1e-40. (The pool's
+    // threads start inside a call and inherit its mode; libgka also sets it per task.)
     constexpr float denormal = 1e-40f;
-    constexpr unsigned control_bits = ~0x3fu;  // MXCSR without its sticky exception flags
-    const unsigned caller_mode = _mm_getcsr() & control_bits;
+    constexpr unsigned control_bits = ~0x3fu, round_toward_zero = 0x6000;  // MXCSR without its sticky flags
+    const unsigned test_mode = _mm_getcsr();
     for (const std::string &family : gka_test::runnable_families()) {
         INFO("family " << family);
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
@@ -210,14 +211,26 @@ TEST_CASE("denormals are zero inside the kernels, and the caller's float mode is
         std::fill(tiny.x.begin(), tiny.x.end(), denormal);
         const gka_test::Outputs out = gka_test::run_kernels(tiny);
         CHECK(std::all_of(out.y.begin(), out.y.end(), [](float v) { return v == 0.0f; }));
-        CHECK((_mm_getcsr() & control_bits) == caller_mode);
 
         auto quiet = gka_ref::make_problem({1, 1024, 8, 16}, {-1, 0}, std::vector<float>(8, 1.0f), 1.0, 22);
         std::fill(quiet.dy.begin(), quiet.dy.end(), denormal);
         const gka_test::Outputs grads = gka_test::run_kernels(quiet);
         CHECK(std::all_of(grads.dx.begin(), grads.dx.end(), [](float v) { return v == 0.0f; }));
         CHECK(std::all_of(grads.dsigma.begin(), grads.dsigma.end(), [](float v) { return v == 0.0f; }));
-        CHECK((_mm_getcsr() & control_bits) == caller_mode);
+
+        // A caller rounding toward zero gets what a default-mode caller gets,
+        // and its mode back.
+        const auto p = gka_ref::make_problem({1, 300, 3, 64}, {-1, 0}, {0.5f, 1.0f, 2.0f}, 1.5, 23);
+        const gka_test::Outputs nearest = gka_test::run_kernels(p);
+        const unsigned caller_mode = (test_mode & control_bits) | round_toward_zero;
+        _mm_setcsr(caller_mode);
+        const gka_test::Outputs toward_zero = gka_test::run_kernels(p);
+        const unsigned mode_after = _mm_getcsr() & control_bits;
+        _mm_setcsr(test_mode);
+        CHECK(mode_after == caller_mode);
+        CHECK(nearest.y == toward_zero.y);
+        CHECK(nearest.dx == toward_zero.dx);
+        CHECK(nearest.dsigma == toward_zero.dsigma);
     }
     REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
 }

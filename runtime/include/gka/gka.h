@@ -11,8 +11,9 @@
  *
  * The CPU kernels flush denormals to zero (inputs below 2^-126 read as 0,
  * results below it written as 0): sharp kernels make them in the sums, where
- * x86 computes them up to 20x slower, and they lie far below what GKA's float
- * sums resolve. The caller's floating-point modes are restored on return. */
+ * x86 computes them 20-50x slower, and they lie far below what GKA's float
+ * sums resolve. They run rounding to nearest with exceptions masked, whatever
+ * the caller's floating-point mode, which is restored on return. */
 #ifndef GKA_GKA_H
 #define GKA_GKA_H
 
@@ -52,9 +53,9 @@ GKA_API gka_status gka_forward(gka_shape shape, gka_window window, const float *
 /* Gradients of L = sum(dy . y) with respect to x and sigma, from the forward's
  * y and lse. dx and dsigma are overwritten, not accumulated. On the CPU its
  * tasks are the (batch, head) pairs, times groups of key bands summed apart
- * where batch * heads is below the schedule's min_tasks (2 unless tuned): fewer
- * tasks than threads leave threads idle. The groups follow the shape, never
- * the thread count, so results do not either. */
+ * where batch * heads is below the schedule's min_tasks (2 unless a row of
+ * schedules/tuned.tsv sets it): fewer tasks than threads leave threads idle.
+ * The groups follow the shape, never the thread count, so results do not. */
 GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
                         const float *lse, const float *dy, float *dx, float *dsigma);
 
