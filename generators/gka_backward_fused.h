@@ -60,7 +60,7 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     const Expr inv_var = 1.0f / (sigma(v.h) * sigma(v.h));
     p.terms = pair_terms(p, sigma, "", inv_var);
 
-    const Expr bands = (mask.seq_len + mask.band_size - 1) / mask.band_size;
+    const Expr bands = mask.bands();
     const Expr blocks = (mask.window_extent() + query_block - 1) / query_block;
     const Expr bands_per_group = (bands + groups - 1) / groups;
     p.pairs = RDom({{0, key_block}, {0, query_block}, {0, mask.band_size / key_block}, {0, blocks},
@@ -81,13 +81,14 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.key_sum(v.d, v.h, key, v.b, g) += ds * p.x(v.d, v.h, query, v.b) + prob * p.dy(v.d, v.h, query, v.b);
     p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};
-    p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds,
-                                     p.key_stats(v.h, key, v.b, g)[1] + ds * p.terms.scores.score(key, query, v.h, v.b)};
+    const Expr s = p.terms.scores.score(key, query, v.h, v.b);
+    p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds, p.key_stats(v.h, key, v.b, g)[1] + ds * s};
     p.query_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.query_sum(v.d, v.h, query, v.b, g) += ds * p.x(v.d, v.h, key, v.b);
 
     p.groups = RDom(0, groups, "groups");
-    p.pair_sum(v.d, v.h, v.t, v.b) += p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
+    p.pair_sum(v.d, v.h, v.t, v.b) +=
+        p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
     p.dscore_sum(v.h, v.t, v.b) += p.key_stats(v.h, v.t, v.b, p.groups)[0];
     dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b) - p.dscore_sum(v.h, v.t, v.b) * x(v.d, v.h, v.t, v.b);
 

@@ -121,8 +121,8 @@ public:
             // Key-band groups enough for min_tasks tasks of (group, head, batch), at
             // most one a band: from the shape alone, so that results never depend
             // on the thread count.
-            const Expr heads_and_batches = heads * batch, bands = (seq_len + k["band"] - 1) / k["band"];
-            const Expr groups = clamp((k["min_tasks"] + heads_and_batches - 1) / heads_and_batches, 1, bands);
+            const Expr heads_and_batches = heads * batch;
+            const Expr groups = clamp((k["min_tasks"] + heads_and_batches - 1) / heads_and_batches, 1, mask.bands());
             gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
                                        k["query_block"], groups, dx, dsigma);
         }

@@ -56,6 +56,7 @@ struct Mask {
         return Halide::cast<uint32_t>(key - first) <= Halide::cast<uint32_t>(last - first) && query < seq_len;
     }
     Expr window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
+    Expr bands() const { return (seq_len + band_size - 1) / band_size; }
 
     Expr token(const Expr &band, const Expr &offset) const { return band * band_size + offset; }
 
