@@ -47,10 +47,14 @@ Mode quick_mode() {
 }
 Mode smoke_mode() { return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256}; }
 
+// Feature scales (sigma 1): smooth inputs, and sharp ones whose far keys' weights
+// sit at exp's floor (the sums denormal, were they not flushed).
+constexpr float smooth_features = 1.0f / 8, sharp_features = 1.5f;
+
 struct Data {
     gka_shape shape;
     std::vector<float> x, sigma, dy, y, lse, dx, dsigma;
-    explicit Data(gka_shape s, float feature_scale = 1.0f / 8) : shape(s) {
+    Data(gka_shape s, float feature_scale) : shape(s) {
         const int64_t n = s.batch * s.seq_len * s.heads * s.head_dim;
         std::mt19937 rng(1);
         std::normal_distribution<float> normal;
@@ -96,7 +100,7 @@ void sgemm_case(benchmark::State &state, int64_t m, int64_t n, int64_t k) {
 }
 
 void unfused_case(benchmark::State &state, gka_window w, gka_shape shape) {
-    Data d(shape);
+    Data d(shape, smooth_features);
     gka_bench::UnfusedForward unfused(shape);
     for (auto _ : state) unfused.run(w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data());
     const double pairs = double(gka_ref::allowed_pairs(shape, w));
@@ -109,6 +113,9 @@ void naive_case(benchmark::State &state, gka_window w, gka_shape shape) {
     const double pairs = double(gka_ref::allowed_pairs(shape, w));
     state.counters["GFLOP"] = Counter(4.0 * shape.head_dim * pairs * 1e-9, Counter::kIsIterationInvariantRate);
 }
+
+// Every benchmark reports wall time (the kernels run on several threads), in ms.
+void timed(benchmark::internal::Benchmark *b) { b->UseRealTime()->Unit(benchmark::kMillisecond); }
 
 void register_all(const Mode &m) {
     std::vector<std::string> families = m.families;
@@ -125,46 +132,32 @@ void register_all(const Mode &m) {
                         if (family != best && T > m.slow_family_max_seq_len) continue;
                         const std::string name = "gka/" + family + "/" + pass + "/" + wname +
                                                  "/D=" + std::to_string(D) + "/T=" + std::to_string(T);
-                        benchmark::RegisterBenchmark(name.c_str(), gka_case, family, pass, w, gka_shape{1, T, 8, D},
-                                                     1.0f / 8)
-                            ->UseRealTime()
-                            ->Unit(benchmark::kMillisecond);
+                        timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, family, pass, w,
+                                                           gka_shape{1, T, 8, D}, smooth_features));
                     }
     for (const std::string &pass : m.passes)
         for (int64_t D : m.head_dims) {
             const std::string name = "gka/" + best + "/" + pass + "/causal_sharp/D=" + std::to_string(D) +
                                      "/T=" + std::to_string(m.sharp_seq_len);
-            benchmark::RegisterBenchmark(name.c_str(), gka_case, best, pass, causal.second,
-                                         gka_shape{1, m.sharp_seq_len, 8, D}, 1.5f)
-                ->UseRealTime()
-                ->Unit(benchmark::kMillisecond);
+            timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, best, pass, causal.second,
+                                               gka_shape{1, m.sharp_seq_len, 8, D}, sharp_features));
         }
     const int64_t n = m.sgemm_size;
-    benchmark::RegisterBenchmark(("sgemm/" + std::to_string(n) + "^3").c_str(), sgemm_case, n, n, n)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+    timed(benchmark::RegisterBenchmark(("sgemm/" + std::to_string(n) + "^3").c_str(), sgemm_case, n, n, n));
     for (int64_t D : m.head_dims)
         for (int64_t T : m.seq_lens) {
             if (T > m.unfused_max_seq_len) continue;
             const std::string shape = "/D=" + std::to_string(D) + "/T=" + std::to_string(T);
             // The attention-shaped products: S = X X^T (T x T x D) and Y = P X (T x D x T).
-            benchmark::RegisterBenchmark(("sgemm/TxTxD" + shape).c_str(), sgemm_case, T, T, D)
-                ->UseRealTime()
-                ->Unit(benchmark::kMillisecond);
-            benchmark::RegisterBenchmark(("sgemm/TxDxT" + shape).c_str(), sgemm_case, T, D, T)
-                ->UseRealTime()
-                ->Unit(benchmark::kMillisecond);
+            timed(benchmark::RegisterBenchmark(("sgemm/TxTxD" + shape).c_str(), sgemm_case, T, T, D));
+            timed(benchmark::RegisterBenchmark(("sgemm/TxDxT" + shape).c_str(), sgemm_case, T, D, T));
             for (const auto &[wname, w] : m.windows) {
-                benchmark::RegisterBenchmark(("unfused_blas/fwd/" + wname + shape).c_str(), unfused_case, w,
-                                             gka_shape{1, T, 8, D})
-                    ->UseRealTime()
-                    ->Unit(benchmark::kMillisecond);
+                timed(benchmark::RegisterBenchmark(("unfused_blas/fwd/" + wname + shape).c_str(), unfused_case, w,
+                                                   gka_shape{1, T, 8, D}));
             }
         }
-    benchmark::RegisterBenchmark(("naive_reference/fwd/causal/D=64/T=" + std::to_string(m.naive_seq_len)).c_str(),
-                                 naive_case, causal.second, gka_shape{1, m.naive_seq_len, 1, 64})
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+    const std::string naive = "naive_reference/fwd/causal/D=64/T=" + std::to_string(m.naive_seq_len);
+    timed(benchmark::RegisterBenchmark(naive.c_str(), naive_case, causal.second, gka_shape{1, m.naive_seq_len, 1, 64}));
 }
 
 }  // namespace
