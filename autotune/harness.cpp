@@ -32,6 +32,7 @@ struct Problem {
     Buffer<float, 4> x, y, dy, dx;
     Buffer<float, 1> sigma, dsigma;
     Buffer<float, 3> lse;
+    Buffer<float, 2> spread;
 
     explicit Problem(gka_ref::Problem problem) : p(std::move(problem)) {
         const auto &s = p.shape;
@@ -43,6 +44,7 @@ struct Problem {
         sigma = Buffer<float, 1>(p.sigma.data(), H);
         dsigma = Buffer<float, 1>(H);
         lse = Buffer<float, 3>(T, H, B);
+        spread = Buffer<float, 2>(H, B);
     }
 };
 
@@ -50,9 +52,9 @@ template<typename Kernel>
 int run(Kernel kernel, Problem &q) {
     const int left = int(q.p.window.left), right = int(q.p.window.right);
 #ifdef GKA_TUNE_FORWARD
-    return kernel(q.x, q.sigma, left, right, q.y, q.lse);
+    return kernel(q.x, q.sigma, left, right, q.y, q.lse, q.spread);
 #else
-    return kernel(q.x, q.sigma, q.y, q.lse, q.dy, left, right, q.dx, q.dsigma);
+    return kernel(q.x, q.sigma, q.y, q.lse, q.dy, left, right, q.dx, q.dsigma, q.spread);
 #endif
 }
 
@@ -134,7 +136,7 @@ int main(int argc, char **argv) {
     // uninitialized, they held whatever the process had freed, at times
     // denormals, which slowed both kernels up to 2.8x.)
     making_inputs = true;
-    if (forward_inputs(big.x, big.sigma, int(w.left), int(w.right), big.y, big.lse) != 0) {
+    if (forward_inputs(big.x, big.sigma, int(w.left), int(w.right), big.y, big.lse, big.spread) != 0) {
         std::printf("broken the forward that makes the backward's inputs failed\n");
         return 0;
     }

@@ -42,13 +42,17 @@ foreach (row IN LISTS tuned_rows)
 endforeach ()
 
 # gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
-# [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults]) defines the static library
-# <kernel>_<family>_d<head_dim> (or _any), with a suffix for a narrower shape
-# class (_sliding, _t1_2048), whose function has the same name, with its STMT
+# [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults] [SCORES expansion|direct])
+# defines the static library <kernel>_<family>_d<head_dim> (or _any), with a
+# suffix for a narrower shape class (_sliding, _t1_2048) and for the direct
+# score form (_direct), whose function has the same name, with its STMT
 # and assembly beside it for review. It appends the variant to
 # GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's dispatch table.
 function(gka_add_kernel kernel family head_dim)
-    cmake_parse_arguments(arg "" "KNOBS;WINDOW;SEQ_LEN" "" ${ARGN})
+    cmake_parse_arguments(arg "" "KNOBS;WINDOW;SEQ_LEN;SCORES" "" ${ARGN})
+    if (NOT arg_SCORES)
+        set(arg_SCORES expansion)
+    endif ()
     if (NOT arg_WINDOW)
         set(arg_WINDOW any)
     endif ()
@@ -87,6 +91,10 @@ function(gka_add_kernel kernel family head_dim)
     if (arg_KNOBS)
         list(APPEND params knobs=${arg_KNOBS})
     endif ()
+    list(APPEND params scores=${arg_SCORES})
+    if (arg_SCORES STREQUAL "direct")
+        string(APPEND name _direct)
+    endif ()
     add_halide_library(
         ${name} FROM gka.generator
         GENERATOR ${kernel}
@@ -102,12 +110,14 @@ function(gka_add_kernel kernel family head_dim)
     if (family STREQUAL "cuda")
         set(where cuda)
     endif ()
-    set(GKA_VARIANTS_${kernel}_${where} "${GKA_VARIANTS_${kernel}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\")" PARENT_SCOPE)
+    set(GKA_VARIANTS_${kernel}_${where} "${GKA_VARIANTS_${kernel}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES})" PARENT_SCOPE)
     set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
 endfunction()
 
 # gka_add_kernel for a (kernel, family, head dim) and for each narrower shape
-# class the tuned table has for it.
+# class the tuned table has for it. (The direct score form, the fallback for
+# inputs the expansion does not serve, is one "any" variant per CPU family:
+# runtime/CMakeLists.txt.)
 macro(gka_add_kernel_and_classes kernel family head_dim)
     gka_add_kernel(${kernel} ${family} ${head_dim})
     foreach (class IN LISTS GKA_CLASSES_${family}_${kernel}_${head_dim})

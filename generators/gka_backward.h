@@ -15,28 +15,48 @@
 namespace gka {
 
 // P, dP and dS of GKA.md for every pair (j, i, h, b), dS times a per-head
-// scale; P and dS are 0 where masked.
+// scale; P and dS are 0 where masked. Expansion: dprob is dP_ij on centred
+// features and dS = P (dP - Dl). Direct: dprob is dP_ij - Dl_i itself, formed
+// as dy_i . (x_j - y_i), whose terms shrink with x_j - y_i: a near-one-hot
+// row (y_i near x_i) keeps its tiny dS, and a row whose only key is itself
+// (y_i = x_i) has dS = 0 exactly.
 struct PairTerms {
     Scores scores;
     Func prob, dprob, dscore;
 };
 
 // What every backward algorithm reads: the inputs, clamped past T, and Dl.
+// Expansion: x and y centred (x - centre, y - centre: GKA is translation
+// invariant, and so are the backward's sums over x_j - x_i and x_j - y_i),
+// so that no product is of the common offset. Direct: as they are.
 struct BackwardInputs {
     Vars v;
     Expr head_dim;
     Mask mask;
-    Func x, y, dy, lse;             // inputs, clamped past T
-    Func delta{"delta"};            // Dl_i = dy_i . y_i                         (t, h, b)
+    ScoreForm form;
+    Centre centre;                  // (d, h, b)
+    Func centred{"centred"};        // x - centre, clamped past T                (d, h, t, b)
+    Func x, y, dy, lse;             // inputs, clamped past T (x and y centred in Expansion)
+    Func delta{"delta"};            // Dl_i = dy_i . y_i (Expansion only)         (t, h, b)
 };
 
 inline void define_backward_inputs(BackwardInputs &p, Func x, Func y, Func lse, Func dy, Expr head_dim,
-                                   const Mask &mask) {
+                                   const Mask &mask, ScoreForm form) {
     const Vars &v = p.v;
     p.head_dim = head_dim;
     p.mask = mask;
-    p.x = clamped_features(x, mask.seq_len);
-    p.y = clamped_features(y, mask.seq_len);
+    p.form = form;
+    const Func x_in = clamped_features(x, mask.seq_len), y_in = clamped_features(y, mask.seq_len);
+    p.centre = feature_centre(x_in, mask.seq_len, v);
+    p.centred(v.d, v.h, v.t, v.b) = x_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
+    if (form == ScoreForm::Expansion) {
+        p.x = p.centred;
+        p.y = Func("centred_y");
+        p.y(v.d, v.h, v.t, v.b) = y_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
+    } else {
+        p.x = x_in;
+        p.y = y_in;
+    }
     p.dy = clamped_features(dy, mask.seq_len);
     p.lse = Halide::BoundaryConditions::repeat_edge(lse, {{0, mask.seq_len}, {Expr(), Expr()}, {Expr(), Expr()}});
     RDom rd(0, head_dim, "rd_delta");
@@ -46,14 +66,20 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func y, Func lse, 
 inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *direction, const Expr &scale) {
     const Vars &v = p.v;
     const std::string prefix = direction;
-    PairTerms t{gaussian_scores(p.x, sigma, p.head_dim, v), Func(prefix + "prob"), Func(prefix + "dprob"),
-                Func(prefix + "dscore")};
+    PairTerms t{gaussian_scores(p.x, p.centred, sigma, p.head_dim, p.form, v), Func(prefix + "prob"),
+                Func(prefix + "dprob"), Func(prefix + "dscore")};
     const RDom &rd = t.scores.rd;
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
         p.mask.allowed(v.i, v.j), exp_nonpositive(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
-    t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * t.scores.key_features(rd, v.h, v.j, v.b);
-    t.dscore(v.j, v.i, v.h, v.b) =
-        t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b)) * scale;
+    const Expr key = t.scores.key_features(rd, v.h, v.j, v.b);
+    if (p.form == ScoreForm::Direct) {
+        t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * (key - p.y(rd, v.h, v.i, v.b));
+        t.dscore(v.j, v.i, v.h, v.b) = t.prob(v.j, v.i, v.h, v.b) * t.dprob(v.j, v.i, v.h, v.b) * scale;
+    } else {
+        t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * key;
+        t.dscore(v.j, v.i, v.h, v.b) =
+            t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b)) * scale;
+    }
     return t;
 }
 
@@ -71,14 +97,16 @@ struct BackwardPipeline : BackwardInputs {
 
     RDom tokens;                    // every (t, b), for dsigma
     Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij                           (h)
-    Func dx, dsigma;                // the outputs
+    Func dx, dsigma, spread;        // the outputs
 };
 
 // key_block, query_block: the tokens a block of each direction's windows (Mask::window).
+// The Expansion form only: its dx formula leans on sum_j dS_ij = 0.
 inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy, Expr head_dim,
-                            Expr batch, const Mask &mask, int key_block, int query_block, Func dx, Func dsigma) {
+                            Expr batch, const Mask &mask, int key_block, int query_block, Func dx, Func dsigma,
+                            Func spread) {
     const Vars &v = p.v;
-    define_backward_inputs(p, x, y, lse, dy, head_dim, mask);
+    define_backward_inputs(p, x, y, lse, dy, head_dim, mask, ScoreForm::Expansion);
     p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair
     // term instead of once per term of its sum.
@@ -112,16 +140,18 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
     const Expr query_ds = p.query_stats(offset, band, v.h, v.b)[0], key_ds = p.key_stats(offset, band, v.h, v.b);
+    const Expr c = p.x(v.d, v.h, v.t, v.b);
     dx(v.d, v.h, v.t, v.b) = p.key_sum(v.d, offset, band, v.h, v.b) +
-                             inv_var * (p.query_sum(v.d, offset, band, v.h, v.b) - query_ds * x(v.d, v.h, v.t, v.b)) -
-                             key_ds * x(v.d, v.h, v.t, v.b);
+                             inv_var * (p.query_sum(v.d, offset, band, v.h, v.b) - query_ds * c) - key_ds * c;
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.
     p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");
     p.dsigma_sum(v.h) += p.query_stats(p.tokens.x % mask.band_size, p.tokens.x / mask.band_size, v.h, p.tokens.y)[1];
     dsigma(v.h) = p.dsigma_sum(v.h) * (-2.0f / sigma(v.h));
+    define_spread(spread, p.by_query.scores, mask.seq_len, v);
     p.dx = dx;
     p.dsigma = dsigma;
+    p.spread = spread;
 }
 
 }  // namespace gka

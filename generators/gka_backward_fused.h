@@ -15,9 +15,14 @@
 // head's queries take terms from every key band. The groups depend on the
 // shape only, never on the thread count: the results do not either.
 //
-// The query path drops the term -(1/sigma^2) (sum_j dS_ij) x_i: sum_j dS_ij is
-// 0 in exact arithmetic (GKA.md), and in floats it is the rounding of
-// dy_i . y_i recomputed from P.
+// Expansion: each path is a sum of dS times the other token's centred
+// features less the sum of dS times its own: the query path of x_i is
+// (sum_j dS_ij c_j - (sum_j dS_ij) c_i) / sigma^2. (sum_j dS_ij is 0 in exact
+// arithmetic, GKA.md, but not from the fp32 y and lse a trainer passes:
+// dropping it costs errors of y's rounding times c_i.) Direct:
+// each term carries its own difference, (x_i - x_j) in the key's sum and
+// (x_j - x_i) in the query's, so that near-duplicate tokens' terms are as
+// small as their differences and nothing is dropped.
 #pragma once
 
 #include "gka_backward.h"
@@ -36,14 +41,15 @@ struct FusedBackwardPipeline : BackwardInputs {
     Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b, group)
     Func key_stats{"key_stats"};    // {sum_i dS_it, sum_i dS_it s_it} / sigma^2   (h, t, b, group)
     Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b, group)
+    Func query_stats{"query_stats"};  // sum_j dS_tj / sigma^2 (Expansion)      (h, t, b, group)
     // and the groups' totals.
     RDom groups;
     Func pair_sum{"pair_sum"};      // key_sum + query_sum                       (d, h, t, b)
-    Func dscore_sum{"dscore_sum"};  // sum_i dS_it / sigma^2                     (h, t, b)
+    Func dscore_sum{"dscore_sum"};  // (sum_i dS_it + sum_j dS_tj) / sigma^2     (h, t, b)
 
     RDom tokens;                    // every (t, b, group), for dsigma
     Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij / sigma^2                 (h)
-    Func dx, dsigma;                // the outputs
+    Func dx, dsigma, spread;        // the outputs
 };
 
 // The key bands are mask.band_size keys, walked key_block keys at a time; the
@@ -51,12 +57,12 @@ struct FusedBackwardPipeline : BackwardInputs {
 // `groups`: of key bands, each summed apart (>= 1).
 inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy,
                                   Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
-                                  Expr groups, Func dx, Func dsigma) {
+                                  Expr groups, ScoreForm form, Func dx, Func dsigma, Func spread) {
     if (mask.band_size % key_block != 0) {
         throw std::invalid_argument("gka backward: the band must be a multiple of key_block");
     }
     const Vars &v = p.v;
-    define_backward_inputs(p, x, y, lse, dy, head_dim, mask);
+    define_backward_inputs(p, x, y, lse, dy, head_dim, mask, form);
     const Expr inv_var = 1.0f / (sigma(v.h) * sigma(v.h));
     p.terms = pair_terms(p, sigma, "", inv_var);
 
@@ -78,27 +84,37 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, key_band);
 
     const Expr ds = p.terms.dscore(key, query, v.h, v.b), prob = p.terms.prob(key, query, v.h, v.b);
+    const bool direct = form == ScoreForm::Direct;
+    const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.x(v.d, v.h, key, v.b);
     p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
-    p.key_sum(v.d, v.h, key, v.b, g) += ds * p.x(v.d, v.h, query, v.b) + prob * p.dy(v.d, v.h, query, v.b);
+    p.key_sum(v.d, v.h, key, v.b, g) += ds * (direct ? query_x - key_x : query_x) + prob * p.dy(v.d, v.h, query, v.b);
     p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};
     const Expr s = p.terms.scores.score(key, query, v.h, v.b);
     p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds, p.key_stats(v.h, key, v.b, g)[1] + ds * s};
     p.query_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
-    p.query_sum(v.d, v.h, query, v.b, g) += ds * p.x(v.d, v.h, key, v.b);
+    p.query_sum(v.d, v.h, query, v.b, g) += ds * (direct ? key_x - query_x : key_x);
+    p.query_stats(v.h, v.t, v.b, g) = 0.0f;
+    p.query_stats(v.h, query, v.b, g) += ds;
 
     p.groups = RDom(0, groups, "groups");
     p.pair_sum(v.d, v.h, v.t, v.b) +=
         p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
-    p.dscore_sum(v.h, v.t, v.b) += p.key_stats(v.h, v.t, v.b, p.groups)[0];
-    dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b) - p.dscore_sum(v.h, v.t, v.b) * x(v.d, v.h, v.t, v.b);
+    p.dscore_sum(v.h, v.t, v.b) += p.key_stats(v.h, v.t, v.b, p.groups)[0] + p.query_stats(v.h, v.t, v.b, p.groups);
+    if (direct) {
+        dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b);
+    } else {
+        dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b) - p.dscore_sum(v.h, v.t, v.b) * p.x(v.d, v.h, v.t, v.b);
+    }
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order; the
     // sums' dS carries 1/sigma_h^2, hence the factor -2 sigma_h.
     p.tokens = RDom(0, mask.seq_len, 0, batch, 0, groups, "tokens");
     p.dsigma_sum(v.h) += p.key_stats(v.h, p.tokens.x, p.tokens.y, p.tokens.z)[1];
     dsigma(v.h) = p.dsigma_sum(v.h) * (-2.0f * sigma(v.h));
+    define_spread(spread, p.terms.scores, mask.seq_len, v);
     p.dx = dx;
     p.dsigma = dsigma;
+    p.spread = spread;
 }
 
 }  // namespace gka

@@ -41,6 +41,15 @@ void estimate_heads_and_window(Sigma &sigma, Span &left, Span &right) {
 }
 
 template<typename Buf>
+void dense_per_head(Buf &buf, const Expr &heads, const Expr &batch) {
+    buf.dim(0).set_bounds(0, heads).set_stride(1);
+    buf.dim(1).set_bounds(0, batch).set_stride(heads);
+}
+
+const std::map<std::string, gka::ScoreForm> score_forms = {{"expansion", gka::ScoreForm::Expansion},
+                                                           {"direct", gka::ScoreForm::Direct}};
+
+template<typename Buf>
 void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &batch) {
     buf.dim(0).set_bounds(0, seq_len).set_stride(1);
     buf.dim(1).set_bounds(0, heads).set_stride(seq_len);
@@ -54,6 +63,8 @@ public:
     GeneratorParam<std::string> knobs{"knobs", ""};
     // A head dim fixed at compile time (constant loops, no edge guards); 0 = any.
     GeneratorParam<int> fixed_head_dim{"head_dim", 0};
+    // How the scores form |x_i - x_j|^2 (gka::ScoreForm).
+    GeneratorParam<gka::ScoreForm> form{"scores", gka::ScoreForm::Expansion, score_forms};
 
     Input<Buffer<float, 4>> x{"x"};          // (d, h, t, b)
     Input<Buffer<float, 1>> sigma{"sigma"};  // (h)
@@ -61,6 +72,7 @@ public:
     Input<int32_t> right{"right"};
     Output<Buffer<float, 4>> y{"y"};         // (d, h, t, b)
     Output<Buffer<float, 3>> lse{"lse"};     // (t, h, b)
+    Output<Buffer<float, 2>> spread{"spread"};  // max_t |x_t - centre|^2   (h, b)
 
     void generate() {
         const Expr head_dim = fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
@@ -69,13 +81,15 @@ public:
 
         const gka::Knobs k = gka::forward_knobs(get_target(), knobs);
         gka::ForwardPipeline p;
-        gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, k["band"]), k["key_tile"], y, lse);
+        gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, k["band"]), k["key_tile"], form, y,
+                            lse, spread);
         if (using_autoscheduler()) {
             const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
             estimate_features(x, d);
             estimate_features(y, d);
             estimate_rows(lse);
             estimate_heads_and_window(sigma, left, right);
+            spread.set_estimates({{0, estimate_heads}, {0, estimate_batch}});
         } else {
             gka::schedule_forward(p, k, get_target());
         }
@@ -83,6 +97,7 @@ public:
         dense_features(x, head_dim, heads, seq_len, batch);
         dense_features(y, head_dim, heads, seq_len, batch);
         dense_rows(lse, heads, seq_len, batch);
+        dense_per_head(spread, heads, batch);
         sigma.dim(0).set_bounds(0, heads);
     }
 };
@@ -91,6 +106,7 @@ class GkaBackward : public Generator<GkaBackward> {
 public:
     GeneratorParam<std::string> knobs{"knobs", ""};
     GeneratorParam<int> fixed_head_dim{"head_dim", 0};
+    GeneratorParam<gka::ScoreForm> form{"scores", gka::ScoreForm::Expansion, score_forms};
 
     Input<Buffer<float, 4>> x{"x"};          // (d, h, t, b)
     Input<Buffer<float, 1>> sigma{"sigma"};  // (h)
@@ -101,6 +117,7 @@ public:
     Input<int32_t> right{"right"};
     Output<Buffer<float, 4>> dx{"dx"};       // (d, h, t, b)
     Output<Buffer<float, 1>> dsigma{"dsigma"};  // (h)
+    Output<Buffer<float, 2>> spread{"spread"};  // max_t |x_t - centre|^2   (h, b)
 
     void generate() {
         const Expr head_dim = fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
@@ -115,8 +132,11 @@ public:
         gka::BackwardPipeline two_passes;
         gka::FusedBackwardPipeline one_pass;
         if (two_pass) {
+            if (form != gka::ScoreForm::Expansion) {
+                throw std::invalid_argument("gka_backward: the two-pass (CUDA) backward has the expansion form only");
+            }
             gka::define_backward(two_passes, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
-                                 k["query_block"], dx, dsigma);
+                                 k["query_block"], dx, dsigma, spread);
         } else {
             // Key-band groups enough for min_tasks tasks of (group, head, batch), at
             // most one a band: from the shape alone, so that results never depend
@@ -124,7 +144,7 @@ public:
             const Expr heads_and_batches = heads * batch;
             const Expr groups = clamp((k["min_tasks"] + heads_and_batches - 1) / heads_and_batches, 1, mask.bands());
             gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
-                                       k["query_block"], groups, dx, dsigma);
+                                       k["query_block"], groups, form, dx, dsigma, spread);
         }
         if (using_autoscheduler()) {
             const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
@@ -133,6 +153,7 @@ public:
             estimate_rows(lse);
             estimate_heads_and_window(sigma, left, right);
             dsigma.set_estimates({{0, estimate_heads}});
+            spread.set_estimates({{0, estimate_heads}, {0, estimate_batch}});
         } else if (two_pass) {
             gka::schedule_backward_cuda(two_passes, k);
         } else {
@@ -144,6 +165,7 @@ public:
         dense_rows(lse, heads, seq_len, batch);
         sigma.dim(0).set_bounds(0, heads);
         dsigma.dim(0).set_bounds(0, heads);
+        dense_per_head(spread, heads, batch);
     }
 };
 

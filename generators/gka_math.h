@@ -89,23 +89,53 @@ private:
 
 // exp(s) for the scores and log-probabilities of GKA, which are never positive,
 // in half the operations of Halide::exp (which also handles overflow and
-// infinities, and rounds with floor in two 8-lane halves on AVX-512). Forward
-// causal D=64: exp and the mask were 14% of the time, now 10%.
+// infinities, and rounds with floor in two 8-lane halves on AVX-512).
 // s = -m ln2 + r, with m = round(-s / ln2) >= 0 and |r| <= ln2 / 2; e^r by a
 // degree-5 minimax polynomial; 2^-m by subtracting m from the exponent bits.
 // Relative error <= 4.3e-7 with FMA (sampled over [-87, 0]; Halide::exp's is
 // ~1.2e-7); without FMA, the rounding of m ln2 makes it 1.2e-6 for s > -20
-// and 4.2e-6 near -87.
-// Arguments below -87 give e^-87 (a normal float, never summed where it
-// matters: the masked weights are selected to 0) and above 0 give 1.
+// and 4.2e-6 near -87. Exactly: exp(0) = 1 (the polynomial's constant term
+// is 1), and below log(FLT_MIN) the result is 0, as the accuracy contract
+// asks of a weight whose exact value is not a normal float.
+constexpr float log_smallest_normal = -87.3365447f;  // log(2^-126)
 inline Expr exp_nonpositive(Expr s) {
-    s = Halide::clamp(s, -87.0f, 0.0f);
+    const Expr underflows = s < log_smallest_normal;
+    s = Halide::clamp(s, log_smallest_normal, 0.0f);
     const Expr m = Halide::cast<int>(0.5f - s * 1.44269504f);  // truncation rounds: the operand is >= 0
     const Expr mf = Halide::cast<float>(m);
     const Expr r = s + mf * 0.693147181f;  // one FMA where the target has one
     Expr p = 0.00829765f;
-    for (float c : {0.04191538f, 0.16667575f, 0.49998894f, 0.9999997f, 1.0000001f}) p = p * r + c;
-    return Halide::reinterpret(Halide::Float(32), Halide::reinterpret(Halide::Int(32), p) - (m << 23));
+    for (float c : {0.04191538f, 0.16667575f, 0.49998894f, 0.9999997f, 1.0f}) p = p * r + c;
+    const Expr e = Halide::reinterpret(Halide::Float(32), Halide::reinterpret(Halide::Int(32), p) - (m << 23));
+    return Halide::select(underflows, 0.0f, e);
+}
+
+// How a kernel forms |x_i - x_j|^2 (the runtime picks per call, GKA.md's
+// accuracy contract):
+// - Expansion: |c_i|^2 + |c_j|^2 - 2 c_i.c_j over features centred on a point
+//   of their own (head, batch), c = x - centre: the pair loop is a dot
+//   product, a GEMM. Its rounding is about eps * sqrt(D) * |c|^2 / sigma^2
+//   in a score, so it serves inputs whose centred features are not far, in
+//   units of sigma, from one another (the kernels report max |c|^2: spread).
+// - Direct: sum_d (x_id - x_jd)^2, exact for near-duplicate tokens however
+//   far from the centre; about twice the pair work.
+enum class ScoreForm { Expansion, Direct };
+
+// The centre of each (head, batch)'s features (d, h, b): the mean of up to 16
+// tokens spread over the sequence. Any fixed point leaves GKA unchanged (it
+// depends on x only through x_i - x_j); one among the features takes a common
+// offset out of the expansion's norms, where it would cancel.
+struct Centre {
+    Func sum{"centre_sum"}, mean{"centre"};
+    RDom samples;
+};
+inline Centre feature_centre(Func x, Expr seq_len, const Vars &v) {
+    Centre c;
+    const Expr count = Halide::min(seq_len, 16);
+    c.samples = RDom(0, count, "samples");
+    c.sum(v.d, v.h, v.b) += x(v.d, v.h, c.samples * seq_len / count, v.b);
+    c.mean(v.d, v.h, v.b) = c.sum(v.d, v.h, v.b) / Halide::cast<float>(count);
+    return c;
 }
 
 // The Funcs of the Gaussian scores s_ij = -|x_i - x_j|^2 / (2 sigma_h^2) for
@@ -114,27 +144,48 @@ struct Scores {
     // x seen as keys and as queries: the same features (no projections), named
     // apart so that a schedule can lay out each side for its own access.
     Func key_features{"key_features"}, query_features{"query_features"};  // (d, h, t, b)
-    Func sqnorm{"sqnorm"};            // |x_t|^2                 (t, h, b)
+    Func sqnorm{"sqnorm"};            // |c_t|^2 of the centred features  (t, h, b)
     Func inv_two_var{"inv_two_var"};  // 1 / (2 sigma_h^2)       (h)
-    Func dot{"dot"};                  // x_j . x_i               (j, i, h, b)
-    Func score{"score"};              // s_ij <= 0               (j, i, h, b)
+    Func dot{"dot"};                  // the pair reduction over d: c_j.c_i (Expansion),
+                                      // |x_j - x_i|^2 (Direct)   (j, i, h, b)
+    Func score{"score"};              // s_ij <= 0, s_ii = 0     (j, i, h, b)
     RDom rd;                          // over the head dimension
 };
 
-inline Scores gaussian_scores(Func x, Func sigma, Expr head_dim, const Vars &v) {
+// `features`: what the pair reduction reads: centred (Expansion) or as they
+// are (Direct). `centred`: the centred features, whose norms make the
+// expansion and the spread.
+inline Scores gaussian_scores(Func features, Func centred, Func sigma, Expr head_dim, ScoreForm form,
+                              const Vars &v) {
     Scores s;
     s.rd = RDom(0, head_dim, "rd");
     const RDom &rd = s.rd;
-    s.key_features(v.d, v.h, v.t, v.b) = x(v.d, v.h, v.t, v.b);
-    s.query_features(v.d, v.h, v.t, v.b) = x(v.d, v.h, v.t, v.b);
-    s.sqnorm(v.t, v.h, v.b) += x(rd, v.h, v.t, v.b) * x(rd, v.h, v.t, v.b);
+    s.key_features(v.d, v.h, v.t, v.b) = features(v.d, v.h, v.t, v.b);
+    s.query_features(v.d, v.h, v.t, v.b) = features(v.d, v.h, v.t, v.b);
+    s.sqnorm(v.t, v.h, v.b) += centred(rd, v.h, v.t, v.b) * centred(rd, v.h, v.t, v.b);
     s.inv_two_var(v.h) = 0.5f / (sigma(v.h) * sigma(v.h));
+    if (form == ScoreForm::Direct) {
+        const Expr diff = s.key_features(rd, v.h, v.j, v.b) - s.query_features(rd, v.h, v.i, v.b);
+        s.dot(v.j, v.i, v.h, v.b) += diff * diff;
+        s.score(v.j, v.i, v.h, v.b) = -s.dot(v.j, v.i, v.h, v.b) * s.inv_two_var(v.h);
+        return s;
+    }
     s.dot(v.j, v.i, v.h, v.b) += s.key_features(rd, v.h, v.j, v.b) * s.query_features(rd, v.h, v.i, v.b);
-    // |x_i - x_j|^2 = |x_i|^2 + |x_j|^2 - 2 x_i.x_j can round a hair below zero;
-    // s_ij <= 0 is what keeps every exp(s_ij) in (0, 1].
+    // |c_i - c_j|^2 = |c_i|^2 + |c_j|^2 - 2 c_i.c_j can round a hair below zero;
+    // s_ij <= 0 is what keeps every exp(s_ij) in (0, 1]. The self pair's
+    // rounding is not a hair: it is exactly 0.
     Expr sq_dist = s.sqnorm(v.i, v.h, v.b) + s.sqnorm(v.j, v.h, v.b) - 2.0f * s.dot(v.j, v.i, v.h, v.b);
-    s.score(v.j, v.i, v.h, v.b) = Halide::min(-sq_dist * s.inv_two_var(v.h), 0.0f);
+    s.score(v.j, v.i, v.h, v.b) =
+        Halide::select(v.i == v.j, 0.0f, Halide::min(-sq_dist * s.inv_two_var(v.h), 0.0f));
     return s;
+}
+
+// max_t |c_t|^2 of each (head, batch) (h, b): the runtime's test of whether
+// the expansion serves these inputs (gka.cpp).
+inline void define_spread(Func spread, const Scores &s, Expr seq_len, const Vars &v) {
+    RDom t(0, seq_len, "spread_tokens");
+    spread(v.h, v.b) = 0.0f;
+    spread(v.h, v.b) = Halide::max(spread(v.h, v.b), s.sqnorm(t, v.h, v.b));
 }
 
 // Features read past the last token see the last token. Those values are never

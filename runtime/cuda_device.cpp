@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 
+#include "HalideBuffer.h"
 #include "HalideRuntime.h"
 #include "HalideRuntimeCuda.h"
 #include "gka/gka.h"
@@ -208,8 +209,12 @@ gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, 
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
     const auto *k = gka::cuda_forward_variant(D, gka::window_kind(window.left, window.right, T), T);
-    return gka::internal::ran(k->name, k->run(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf),
-                              GKA_ERR_DEVICE);
+    // The CUDA kernels have the expansion form alone: the spread that would
+    // choose the form is not read back (that would synchronize the stream).
+    Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));
+    const int code = k->run(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf, spread.raw_buffer());
+    spread.device_free(&call);
+    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
 }
 
 gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma,
@@ -233,9 +238,11 @@ gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x,
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
     const auto *k = gka::cuda_backward_variant(D, gka::window_kind(window.left, window.right, T), T);
-    return gka::internal::ran(
-        k->name, k->run(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf, &dsb.buf),
-        GKA_ERR_DEVICE);
+    Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back, as in the forward
+    const int code = k->run(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf, &dsb.buf,
+                            spread.raw_buffer());
+    spread.device_free(&call);
+    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
 }
 
 }  // extern "C"

@@ -35,6 +35,7 @@ gka_status fail(gka_status status, std::string message) {
 void record_halide_error(void *, const char *message) { last_error = std::string("halide: ") + message; }
 
 std::atomic<const CpuFamily *> forced_family{nullptr};
+std::atomic<bool> always_direct{false};  // gka_set_score_form("direct")
 std::string startup_error;  // a bad GKA_CPU_TARGET / GKA_NUM_THREADS, reported by every call
 std::once_flag initialized;
 
@@ -177,6 +178,29 @@ gka::WindowKind window_kind(const gka_window &w, const gka_shape &s) {
     return gka::window_kind(w.left, w.right, s.seq_len);
 }
 
+// Whether the expansion's scores meet the accuracy contract (GKA.md) on these
+// inputs: each score's rounding is about eps * sqrt(D) * |c|^2 / sigma^2 for
+// centred features c, and its weight's relative error the same. Where some
+// (head, batch) has max_t |c_t|^2 above expansion_limit * sigma_h^2 (tokens
+// far apart in units of sigma, whose near neighbours, if any, would get
+// scores of noise), the direct form runs instead. tests/test_accuracy.cpp
+// probes this boundary.
+constexpr double expansion_limit = 64;
+bool expansion_serves(const Buffer<float, 2> &spread, const float *sigma) {
+    for (int b = 0; b < spread.dim(1).extent(); b++)
+        for (int h = 0; h < spread.dim(0).extent(); h++) {
+            const double var = double(sigma[h]) * sigma[h];
+            if (!(spread(h, b) <= expansion_limit * var)) return false;
+        }
+    return true;
+}
+
+// Every row's only key is itself: the direct form gives the exact dx = dy,
+// dsigma = 0 (its dS is dy . (x_i - y_i), and y_i = x_i).
+bool self_only(const gka::internal::KernelWindow &w, const gka_shape &s) {
+    return s.seq_len == 1 || (w.left == 0 && w.right == 0);
+}
+
 
 }  // namespace
 
@@ -195,9 +219,16 @@ gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const
     auto sb = per_head(sigma, shape);
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
-    const auto *k = gka::forward_variant(f->name, shape.head_dim, window_kind(window, shape), shape.seq_len);
+    const auto kind = window_kind(window, shape);
+    const auto *k = gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len);
+    Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
-    return gka::internal::ran(k->name, k->run(xb, sb, w.left, w.right, yb, lb), GKA_ERR_INTERNAL);
+    if (!always_direct) {
+        const int code = k->run(xb, sb, w.left, w.right, yb, lb, spread);
+        if (code != 0 || expansion_serves(spread, sigma)) return gka::internal::ran(k->name, code, GKA_ERR_INTERNAL);
+    }
+    k = gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len, gka::Scores::direct);
+    return gka::internal::ran(k->name, k->run(xb, sb, w.left, w.right, yb, lb, spread), GKA_ERR_INTERNAL);
 }
 
 gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
@@ -215,9 +246,17 @@ gka_status gka_backward(gka_shape shape, gka_window window, const float *x, cons
     auto sb = per_head(sigma, shape), dsb = per_head(dsigma, shape);
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
-    const auto *k = gka::backward_variant(f->name, shape.head_dim, window_kind(window, shape), shape.seq_len);
+    const auto kind = window_kind(window, shape);
+    Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
-    return gka::internal::ran(k->name, k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb), GKA_ERR_INTERNAL);
+    if (!always_direct && !self_only(w, shape)) {
+        const auto *k = gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len);
+        const int code = k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread);
+        if (code != 0 || expansion_serves(spread, sigma)) return gka::internal::ran(k->name, code, GKA_ERR_INTERNAL);
+    }
+    const auto *k = gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len, gka::Scores::direct);
+    return gka::internal::ran(k->name, k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread),
+                              GKA_ERR_INTERNAL);
 }
 
 const char *gka_last_error(void) { return last_error.c_str(); }
@@ -259,6 +298,18 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
 }
 
 const char *gka_last_kernel(void) { return last_kernel; }
+
+gka_status gka_set_score_form(const char *form) {
+    last_error.clear();
+    const std::string f = form ? form : "";
+    if (f != "" && f != "auto" && f != "direct") {
+        return fail(GKA_ERR_INVALID_ARGUMENT, "unknown score form '" + f + "' (forms: auto, direct)");
+    }
+    always_direct = f == "direct";
+    return GKA_OK;
+}
+
+const char *gka_score_form(void) { return always_direct ? "direct" : "auto"; }
 
 int gka_num_threads(void) {
     std::call_once(initialized, initialize);

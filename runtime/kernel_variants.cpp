@@ -24,8 +24,8 @@ const CpuFamily families[] = {
     {"generic", has_sse41},
 };
 
-#define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs) \
-    {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs},
+#define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs, scores) \
+    {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, Scores::scores},
 const Variant<ForwardKernel> forward_variants[] = {GKA_FORWARD_CPU_VARIANTS};
 const Variant<BackwardKernel> backward_variants[] = {GKA_BACKWARD_CPU_VARIANTS};
 const Variant<CudaForwardKernel> cuda_forward_variants[] = {GKA_FORWARD_CUDA_VARIANTS};
@@ -34,10 +34,12 @@ const Variant<CudaBackwardKernel> cuda_backward_variants[] = {GKA_BACKWARD_CUDA_
 
 template <class Kernel, size_t N>
 const Variant<Kernel> *narrowest(const Variant<Kernel> (&variants)[N], const char *family, int64_t head_dim,
-                                 WindowKind kind, int64_t seq_len) {
+                                 WindowKind kind, int64_t seq_len, Scores scores = Scores::expansion) {
     const Variant<Kernel> *best = nullptr;
     for (const Variant<Kernel> &v : variants) {
-        if (std::strcmp(v.family, family) != 0 || !v.shape.contains(head_dim, kind, seq_len)) continue;
+        if (std::strcmp(v.family, family) != 0 || v.scores != scores || !v.shape.contains(head_dim, kind, seq_len)) {
+            continue;
+        }
         if (best == nullptr || v.shape.narrowness() > best->shape.narrowness()) best = &v;
     }
     return best;
@@ -46,12 +48,12 @@ const Variant<Kernel> *narrowest(const Variant<Kernel> (&variants)[N], const cha
 }  // namespace
 
 const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                              int64_t seq_len) {
-    return narrowest(forward_variants, family, head_dim, kind, seq_len);
+                                              int64_t seq_len, Scores scores) {
+    return narrowest(forward_variants, family, head_dim, kind, seq_len, scores);
 }
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                                int64_t seq_len) {
-    return narrowest(backward_variants, family, head_dim, kind, seq_len);
+                                                int64_t seq_len, Scores scores) {
+    return narrowest(backward_variants, family, head_dim, kind, seq_len, scores);
 }
 const Variant<CudaForwardKernel> *cuda_forward_variant(int64_t head_dim, WindowKind kind, int64_t seq_len) {
     return narrowest(cuda_forward_variants, "cuda", head_dim, kind, seq_len);

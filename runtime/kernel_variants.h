@@ -13,17 +13,23 @@
 
 namespace gka {
 
+// spread (h, b): max_t |x_t - centre|^2, the input's test of the score form
+// (gka.cpp's expansion_serves).
 using ForwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, int32_t left, int32_t right,
-                              halide_buffer_t *y, halide_buffer_t *lse);
+                              halide_buffer_t *y, halide_buffer_t *lse, halide_buffer_t *spread);
 using BackwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *y,
                                halide_buffer_t *lse, halide_buffer_t *dy, int32_t left, int32_t right,
-                               halide_buffer_t *dx, halide_buffer_t *dsigma);
+                               halide_buffer_t *dx, halide_buffer_t *dsigma, halide_buffer_t *spread);
 // The CUDA kernels take a user_context first: the call's stream.
 using CudaForwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, int32_t, int32_t,
-                                  halide_buffer_t *, halide_buffer_t *);
+                                  halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
 using CudaBackwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
                                    halide_buffer_t *, halide_buffer_t *, int32_t, int32_t, halide_buffer_t *,
-                                   halide_buffer_t *);
+                                   halide_buffer_t *, halide_buffer_t *);
+
+// How a variant forms |x_i - x_j|^2 (generators/gka_math.h's ScoreForm): the
+// fast expansion, or the direct differences that serve every input.
+enum class Scores { expansion, direct };
 
 // GLOBAL: a side of the window is unbounded (full, causal), O(T^2) pairs;
 // SLIDING: both sides are bounded, O(T*W) pairs.
@@ -57,12 +63,16 @@ struct Variant {
     Kernel run;
     const char *name;   // the kernel's function name, e.g. gka_forward_avx512_d64_sliding
     const char *knobs;  // its schedule knobs from schedules/tuned.tsv; "" = the schedule's defaults
+    Scores scores;
 };
 
 // The variant of `family` for a call of these shapes, or null if the family
-// has no kernels (every family has one for any head dim and shape).
-const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len);
-const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len);
+// has no kernels (every CPU family has one for any head dim and shape in
+// each score form; CUDA has the expansion only).
+const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
+                                              Scores = Scores::expansion);
+const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
+                                                Scores = Scores::expansion);
 const Variant<CudaForwardKernel> *cuda_forward_variant(int64_t head_dim, WindowKind, int64_t seq_len);
 const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, WindowKind, int64_t seq_len);
 

@@ -98,14 +98,17 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     }
     const Vars &v = p.v;
 
-    schedule_token_dot(p.delta, v, p.head_dim, vec);
+    schedule_centre(p.centre, v, vec);
+    if (p.form == ScoreForm::Expansion) schedule_token_dot(p.delta, v, p.head_dim, vec);
     head_major(p.x, vec);
     head_major(p.dy, vec);
     schedule_token_dot(p.terms.scores.sqnorm, v, p.head_dim, vec);
 
     schedule_head_sum(p.key_sum, v, vec);
     schedule_head_sum(p.query_sum, v, vec);
-    p.key_stats.compute_root().reorder_storage(v.t, v.h, v.b, v.group).parallel(v.h).parallel(v.group);
+    for (Func stats : {p.key_stats, p.query_stats}) {
+        stats.compute_root().reorder_storage(v.t, v.h, v.b, v.group).parallel(v.h).parallel(v.group);
+    }
 
     // The fused updates, per (key block, query block, band of the group), group,
     // h and b in parallel (nested: fusing them confuses the bounds of the fused
@@ -138,9 +141,14 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     key_stats.reorder(then_outer({p.key_in_block, p.query_in_block}))
         .allow_race_conditions()
         .vectorize(p.key_in_block, vec);
-    for (Stage s : {query_sum, key_sum, key_stats}) s.parallel(v.group).parallel(v.h).parallel(v.b);
-    key_sum.compute_with(query_sum, p.key_block);
-    key_stats.compute_with(query_sum, p.key_block);
+    // Queries' scalar sums (Expansion): a query's keys of the block are a
+    // vector of the tile, summed across its lanes.
+    Stage query_stats = p.query_stats.update();
+    query_stats.reorder(then_outer({p.key_in_block, p.query_in_block})).atomic().vectorize(p.key_in_block, vec);
+    std::vector<Stage> fused = {query_sum, key_sum, key_stats};
+    if (p.form == ScoreForm::Expansion) fused.push_back(query_stats);
+    for (Stage s : fused) s.parallel(v.group).parallel(v.h).parallel(v.b);
+    for (size_t k = 1; k < fused.size(); k++) fused[k].compute_with(query_sum, p.key_block);
 
     // The band's keys transposed once for the GEMMs; the queries' x and dy are
     // read in place (broadcast).
@@ -155,7 +163,8 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);
     // The groups' totals, 16 tokens of a head at a time (one group: a copy).
-    for (Func total : {p.pair_sum, p.dscore_sum}) total.compute_at(p.dx, v.h);
+    p.pair_sum.compute_at(p.dx, v.h);
+    if (p.form == ScoreForm::Expansion) p.dscore_sum.compute_at(p.dx, v.h);
     p.pair_sum.vectorize(v.d, vec, TailStrategy::GuardWithIf);
     p.pair_sum.update().reorder(v.d, p.groups).vectorize(v.d, vec, TailStrategy::GuardWithIf);
 }

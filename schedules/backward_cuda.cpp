@@ -30,6 +30,7 @@ Knobs cuda_backward_knobs() { return Knobs({{"band", 32}, {"key_block", 32}, {"q
 void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     cuda::require_warp_band(k["band"], p.head_dim);
     const Vars &v = p.v;
+    cuda::schedule_centre_and_spread(p.centre, p.spread, v);
     cuda::schedule_token_rows(p.delta, v, 128);
     for (Scores *s : {&p.by_query.scores, &p.by_key.scores}) cuda::schedule_sqnorm(*s, v, p.head_dim);
 

@@ -17,6 +17,14 @@ void schedule_token_rows(Func f, const Vars &v, int threads) {
     }
 }
 
+void schedule_centre_and_spread(Centre c, Func spread, const Vars &v) {
+    Var dout("dout"), din("din"), ho("ho"), hi("hi");
+    c.sum.compute_root().gpu_tile(v.d, dout, din, 32, TailStrategy::GuardWithIf).gpu_blocks(dout, v.h, v.b);
+    c.sum.update().gpu_tile(v.d, dout, din, 32, TailStrategy::GuardWithIf).gpu_blocks(dout, v.h, v.b);
+    spread.gpu_tile(v.h, ho, hi, 32, TailStrategy::GuardWithIf).gpu_blocks(ho, v.b);
+    spread.update().gpu_tile(v.h, ho, hi, 32, TailStrategy::GuardWithIf).gpu_blocks(ho, v.b);
+}
+
 void schedule_sqnorm(Scores &s, const Vars &v, const Expr &head_dim) {
     schedule_token_rows(s.sqnorm, v, 128);
     if (constant_head_dim(head_dim) > 0) s.sqnorm.update().unroll(s.rd.x);

@@ -13,6 +13,10 @@ namespace gka::cuda {
 // thread per token, blocks of `threads` tokens by head and batch.
 void schedule_token_rows(Halide::Func f, const Vars &v, int threads);
 
+// The features' centre (d, h, b): one thread per element; and the spread
+// (h, b), max_t |c_t|^2: one thread per head and batch, over every token.
+void schedule_centre_and_spread(Centre c, Halide::Func spread, const Vars &v);
+
 // |x_t|^2: one thread per token, the head dim unrolled when it is constant.
 void schedule_sqnorm(Scores &s, const Vars &v, const Halide::Expr &head_dim);
 

@@ -84,6 +84,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     }
     const Vars &v = p.v;
 
+    schedule_centre(p.centre, v, vec);
     schedule_token_dot(p.scores.sqnorm, v, p.head_dim, vec);
 
     // y and lse a band at a time, bands, heads and batches in parallel (nested:
@@ -107,8 +108,11 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     BandSum sum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
     schedule_band_sum(sum, v, p.head_dim, vec, st, qt, k["d_block"], band_level);
     // Queries transposed once per band for the score GEMM; keys and values read
-    // in place.
+    // in place, the values from a head-major copy of x, the Expansion's keys
+    // from one of the centred features (centring them as they are read would
+    // add an operation to each of the GEMM's broadcasts).
     head_major(p.x, vec);
+    if (p.form == ScoreForm::Expansion) head_major(p.scores.key_features, vec);
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k["band"], vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec, kc);

@@ -35,12 +35,15 @@ Knobs cuda_forward_knobs() {
 void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
     cuda::require_warp_band(k["band"], p.head_dim);
     const Vars &v = p.v;
+    cuda::schedule_centre_and_spread(p.centre, p.spread, v);
     cuda::schedule_sqnorm(p.scores, v, p.head_dim);
 
-    // The keys' rows, read by the score (as keys) and by the sum (as values).
-    Func key_rows = p.x.in({p.scores.key_features, p.weighted_sum});
+    // The keys' rows, read by the score (as keys: centred in the Expansion)
+    // and by the sum (as values).
+    Func key_features = p.form == ScoreForm::Expansion ? p.centred : p.x;
+    const std::vector<Func> key_rows{key_features.in(p.scores.key_features), p.x.in(p.weighted_sum)};
     const cuda::PairLevel pairs = cuda::schedule_band_sum({p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1}, v,
-                                                          p.head_dim, k["key_tile"], {key_rows});
+                                                          p.head_dim, k["key_tile"], key_rows);
     cuda::schedule_pair_term(p.weight, pairs);
     cuda::schedule_pair_dot(p.scores.dot, p.scores.rd, pairs, p.head_dim);
 

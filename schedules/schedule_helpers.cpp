@@ -38,6 +38,11 @@ Func head_major(Func f, int vec) {
     return copy;
 }
 
+void schedule_centre(Centre c, const Vars &v, int vec) {
+    c.sum.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.b);
+    c.sum.update().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.b);
+}
+
 void schedule_token_dot(Func f, const Vars &v, const Expr &head_dim, int vec) {
     // Heads in parallel. A token's D features are contiguous, so with a head dim
     // fixed at compile time each dot is one vector reduction over d; otherwise

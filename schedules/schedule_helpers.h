@@ -21,6 +21,9 @@ void transposed_block_copy(Halide::Func f, const std::vector<Halide::Func> &cons
 // (Causal forward, interleaved A/B: D=64 -10% time, D=128 -30%.)
 Halide::Func head_major(Halide::Func f, int vec);
 
+// The features' centre (d, h, b), computed once at root: a few tokens a head.
+void schedule_centre(Centre c, const Vars &v, int vec);
+
 // A dot product of each token's features over the head dim, f (t, h, b) with
 // one update over one RDom: |x_t|^2, Dl_t = dy_t . y_t.
 void schedule_token_dot(Halide::Func f, const Vars &v, const Halide::Expr &head_dim, int vec);

@@ -36,21 +36,26 @@ std::string position(const char *name, int64_t b, int64_t t, int64_t h, int64_t 
 
 }  // namespace
 
+namespace contract {
+constexpr double y = 2e-4, lse = 2e-4, gradient = 2e-3, least_magnitude = 1e-30;
+}
+
 Report compare(const gka_ref::Problem &p, const Outputs &out) {
     const gka_ref::Forward f = gka_ref::forward(p);
-    const gka_ref::Backward g = gka_ref::backward(p, f);
+    const gka_ref::Forward kernel_forward{std::vector<double>(out.y.begin(), out.y.end()),
+                                          std::vector<double>(out.lse.begin(), out.lse.end())};
+    const gka_ref::Backward g = gka_ref::backward(p, kernel_forward);
     const int64_t B = p.shape.batch, T = p.shape.seq_len, H = p.shape.heads, D = p.shape.head_dim;
-    const double eps = std::ldexp(1.0, -24);
+    auto bound = [](double relative, double magnitude) {
+        return relative * std::max(magnitude, contract::least_magnitude);
+    };
     Report r;
-    double worst_rel = 0;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
                 const int64_t row = p.row(b, h, t);
-                const double rel = 4e-6 + 4 * eps * std::sqrt(double(D)) * f.score_scale[row];
-                worst_rel = std::max(worst_rel, rel);
-                note(r.lse, std::abs(out.lse[row] - f.lse[row]), rel, position("lse", b, t, h));
-                // |y - y_ref| <= rel * sum_j P_ij |x_j|, the sum of the terms' absolute values.
+                note(r.lse, std::abs(out.lse[row] - f.lse[row]), contract::lse, position("lse", b, t, h));
+                // |y - y_ref| <= 2e-4 * sum_j P_ij |x_j|, the sum of the terms' absolute values.
                 std::vector<double> magnitude(D);
                 for (int64_t j = 0; j < T; j++) {
                     if (!p.allowed(t, j)) continue;
@@ -64,20 +69,20 @@ Report compare(const gka_ref::Problem &p, const Outputs &out) {
                 }
                 for (int64_t d = 0; d < D; d++) {
                     const int64_t k = p.at(b, t, h) + d;
-                    note(r.y, std::abs(out.y[k] - f.y[k]), rel * magnitude[d] + 1e-30, position("y", b, t, h, d));
+                    note(r.y, std::abs(out.y[k] - f.y[k]), bound(contract::y, magnitude[d]),
+                         position("y", b, t, h, d));
                 }
             }
-    const double rel_grad = worst_rel;
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++)
                 for (int64_t d = 0; d < D; d++) {
                     const int64_t k = p.at(b, t, h) + d;
-                    note(r.dx, std::abs(out.dx[k] - g.dx[k]), rel_grad * g.dx_magnitude[k] + 1e-30,
+                    note(r.dx, std::abs(out.dx[k] - g.dx[k]), bound(contract::gradient, g.dx_magnitude[k]),
                          position("dx", b, t, h, d));
                 }
     for (int64_t h = 0; h < H; h++) {
-        note(r.dsigma, std::abs(out.dsigma[h] - g.dsigma[h]), rel_grad * g.dsigma_magnitude[h] + 1e-30,
+        note(r.dsigma, std::abs(out.dsigma[h] - g.dsigma[h]), bound(contract::gradient, g.dsigma_magnitude[h]),
              "dsigma[" + std::to_string(h) + "]");
     }
     return r;
@@ -96,7 +101,9 @@ void check_report(const std::string &what, const gka_ref::Problem &p, const Repo
 }
 
 void check_problem(const gka_ref::Problem &p) {
-    check_report(std::string("family ") + gka_cpu_family(), p, compare(p, run_kernels(p)));
+    const Outputs out = run_kernels(p);
+    const std::string forward_kernel = gka_last_kernel();  // (the backward ran last)
+    check_report(std::string("family ") + gka_cpu_family() + ", last kernel " + forward_kernel, p, compare(p, out));
 }
 
 std::vector<std::string> runnable_families() {
@@ -109,6 +116,19 @@ std::vector<std::string> runnable_families() {
         }
     }
     return families;
+}
+
+void for_each_family_and_form(const std::function<void()> &body) {
+    for (const std::string &family : runnable_families()) {
+        for (const char *form : {"auto", "direct"}) {
+            INFO("family " << family << ", score form " << form);
+            REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
+            REQUIRE(gka_set_score_form(form) == GKA_OK);
+            body();
+        }
+    }
+    REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+    REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
 }
 
 }  // namespace gka_test

@@ -45,30 +45,22 @@ struct Pairs {
         for (int64_t d = 0; d < D; d++) sq += (xi[d] - xj[d]) * (xi[d] - xj[d]);
         return -sq / (2 * sigma[h] * sigma[h]);
     }
-    double sqnorm(int64_t b, int64_t h, int64_t t) const {
-        const double *xt = feat(b, t, h);
-        double s = 0;
-        for (int64_t d = 0; d < D; d++) s += xt[d] * xt[d];
-        return s;
-    }
 };
 
 std::vector<double> widen(const std::vector<float> &v) { return std::vector<double>(v.begin(), v.end()); }
 
 Forward forward_in_double(const Problem &p, const Pairs &pairs) {
     const int64_t B = p.shape.batch, T = p.shape.seq_len, H = p.shape.heads, D = p.shape.head_dim;
-    Forward f{std::vector<double>(p.size()), std::vector<double>(p.rows()), std::vector<double>(p.rows())};
+    Forward f{std::vector<double>(p.size()), std::vector<double>(p.rows())};
     std::vector<double> w(T);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < T; i++) {
-                double sum = 0, scale = 0;
+                double sum = 0;
                 for (int64_t j = 0; j < T; j++) {
                     if (!p.allowed(i, j)) continue;
                     w[j] = std::exp(pairs.score(b, h, i, j));
                     sum += w[j];
-                    scale = std::max(scale, (pairs.sqnorm(b, h, i) + pairs.sqnorm(b, h, j)) /
-                                                (2 * pairs.sigma[h] * pairs.sigma[h]));
                 }
                 double *y = &f.y[p.at(b, i, h)];
                 for (int64_t j = 0; j < T; j++) {
@@ -77,7 +69,6 @@ Forward forward_in_double(const Problem &p, const Pairs &pairs) {
                     for (int64_t d = 0; d < D; d++) y[d] += w[j] / sum * xj[d];
                 }
                 f.lse[p.row(b, h, i)] = std::log(sum);
-                f.score_scale[p.row(b, h, i)] = scale;
             }
     return f;
 }
@@ -97,23 +88,24 @@ Backward backward(const Problem &p, const Forward &f) {
             for (int64_t i = 0; i < T; i++) {
                 const double *xi = pairs.feat(b, i, h), *yi = &f.y[p.at(b, i, h)];
                 const float *dyi = &p.dy[p.at(b, i, h)];
-                double Dl = 0, Dl_mag = 0;
-                for (int64_t d = 0; d < D; d++) Dl += dyi[d] * yi[d], Dl_mag += std::abs(dyi[d] * yi[d]);
+                double Dl = 0;
+                for (int64_t d = 0; d < D; d++) Dl += dyi[d] * yi[d];
                 for (int64_t j = 0; j < T; j++) {
                     if (!p.allowed(i, j)) continue;
                     const double *xj = pairs.feat(b, j, h);
                     const double s = pairs.score(b, h, i, j);
                     const double P = std::exp(s - f.lse[p.row(b, h, i)]);
-                    double dP = 0, dP_mag = 0;
-                    for (int64_t d = 0; d < D; d++) dP += dyi[d] * xj[d], dP_mag += std::abs(dyi[d] * xj[d]);
-                    const double dS = P * (dP - Dl), dS_mag = P * (dP_mag + Dl_mag);
+                    // dP - Dl = dy_i . (x_j - y_i): its terms' magnitude, translation invariant.
+                    double dP = 0, dS_terms = 0;
+                    for (int64_t d = 0; d < D; d++) dP += dyi[d] * xj[d], dS_terms += std::abs(dyi[d] * (xj[d] - yi[d]));
+                    const double dS = P * (dP - Dl), dS_mag = P * dS_terms;
                     double *dxi = &g.dx[p.at(b, i, h)], *dxj = &g.dx[p.at(b, j, h)];
                     double *mi = &g.dx_magnitude[p.at(b, i, h)], *mj = &g.dx_magnitude[p.at(b, j, h)];
                     for (int64_t d = 0; d < D; d++) {
                         const double diff = xj[d] - xi[d];
                         dxi[d] += inv_var * dS * diff;                // query path
                         dxj[d] += -inv_var * dS * diff + P * dyi[d];  // key and value paths
-                        const double m = inv_var * dS_mag * (std::abs(xj[d]) + std::abs(xi[d]));
+                        const double m = inv_var * dS_mag * std::abs(diff);
                         mi[d] += m;
                         mj[d] += m + std::abs(P * dyi[d]);
                     }

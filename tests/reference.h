@@ -34,7 +34,6 @@ Problem make_problem(gka_shape shape, gka_window window, std::vector<float> sigm
 
 struct Forward {
     std::vector<double> y, lse;
-    std::vector<double> score_scale;  // per row: max_j (|x_i|^2 + |x_j|^2) / (2 sigma^2)
 };
 struct Backward {
     std::vector<double> dx, dsigma;
@@ -42,7 +41,11 @@ struct Backward {
 };
 
 Forward forward(const Problem &p);
-// Takes y and lse from the reference forward, in double.
+// Takes y and lse from `f`: the reference forward's, or a kernel's (as a
+// trainer passes them). Magnitudes (GKA.md's accuracy contract): each dx
+// element's is the sum over its pairs of |query term| + |key term| + |value
+// term|, with |dS_ij| measured as P_ij sum_d |dy_id (x_jd - y_id)| (the terms
+// of dP_ij - Dl_i = dy_i . (x_j - y_i)); dsigma's is sum |dS_ij| |x_i - x_j|^2 / sigma^3.
 Backward backward(const Problem &p, const Forward &f);
 // Number of allowed (query, key) pairs summed over batch and heads (GKA.md's
 // "pairs"): forward FLOPs are 4 * D * pairs, backward 10 * D * pairs.

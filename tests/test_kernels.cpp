@@ -1,4 +1,5 @@
-// Every kernel, on every CPU family this host runs, against the double reference.
+// Every kernel, on every CPU family this host runs and in both score forms,
+// against the double reference by the accuracy contract.
 #include <catch2/catch.hpp>
 
 #include "check.h"
@@ -8,18 +9,6 @@ using gka_test::check_problem;
 
 namespace {
 
-// Runs `body` once per runnable family, forcing that family.
-template<typename Body>
-void for_each_family(Body body) {
-    for (const std::string &family : gka_test::runnable_families()) {
-        INFO("family " << family);
-        REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
-        REQUIRE(std::string(gka_cpu_family()) == family);
-        body();
-    }
-    REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
-}
-
 const gka_window full{-1, -1}, causal{-1, 0};
 
 }  // namespace
@@ -28,7 +17,7 @@ TEST_CASE("head dims, near-uniform and near-one-hot attention, sigmas 0.05 to 10
     for (int64_t D : {1, 3, 16, 48, 64, 80, 128}) {
         for (double spread : {0.3, 4.0}) {
             auto p = make_problem({2, 37, 3, D}, causal, {0.05f, 1.3f, 100.0f}, spread, 100 + D);
-            for_each_family([&] { check_problem(p); });
+            gka_test::for_each_family_and_form([&] { check_problem(p); });
         }
     }
 }
@@ -38,7 +27,7 @@ TEST_CASE("windows: full, causal, self-only, sliding, asymmetric, wider than T",
     for (gka_window w : windows) {
         for (double spread : {0.3, 4.0}) {
             auto p = make_problem({1, 101, 2, 16}, w, {0.7f, 7.0f}, spread, 7);
-            for_each_family([&] { check_problem(p); });
+            gka_test::for_each_family_and_form([&] { check_problem(p); });
         }
     }
 }
@@ -47,7 +36,7 @@ TEST_CASE("sequence lengths around the kernels' bands and tiles", "[kernels]") {
     for (int64_t T : {1, 2, 5, 47, 48, 49, 63, 64, 65, 97, 300}) {
         for (gka_window w : {full, causal, gka_window{9, 0}}) {
             auto p = make_problem({2, T, 2, 64}, w, {0.5f, 2.0f}, 1.5, 1000 + T);
-            for_each_family([&] { check_problem(p); });
+            gka_test::for_each_family_and_form([&] { check_problem(p); });
         }
     }
 }
@@ -57,7 +46,7 @@ TEST_CASE("one head and batch: the backward's key bands in groups, summed apart"
         for (int64_t T : {1, 2, 47, 48, 49, 97, 300}) {
             for (gka_window w : {full, causal, gka_window{9, 0}}) {
                 auto p = make_problem({1, T, 1, D}, w, {0.8f}, 1.5, 3000 + T);
-                for_each_family([&] { check_problem(p); });
+                gka_test::for_each_family_and_form([&] { check_problem(p); });
             }
         }
     }
@@ -66,8 +55,8 @@ TEST_CASE("one head and batch: the backward's key bands in groups, summed apart"
 TEST_CASE("long sequences: causal and a 256-token window at T=2048", "[kernels][long]") {
     for (gka_window w : {causal, gka_window{255, 0}}) {
         auto p = make_problem({1, 2048, 1, 64}, w, {1.0f}, 2.0, 2048);
-        for_each_family([&] { check_problem(p); });
+        gka_test::for_each_family_and_form([&] { check_problem(p); });
     }
     auto p = make_problem({1, 1024, 2, 128}, full, {0.1f, 3.0f}, 1.0, 1024);
-    for_each_family([&] { check_problem(p); });
+    gka_test::for_each_family_and_form([&] { check_problem(p); });
 }

@@ -70,6 +70,20 @@ GKA_API const char *gka_cpu_family(void);
 GKA_API gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
 GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
 
+/* How the CPU kernels form |x_i - x_j|^2. "auto" (the default): the fast
+ * expansion |c_i|^2 + |c_j|^2 - 2 c_i.c_j over features centred per (batch,
+ * head), a GEMM, wherever it meets the accuracy contract (README, "Accuracy"):
+ * each call's kernel reports max_t |c_t|^2, and where that exceeds 64 sigma^2
+ * for some (batch, head) the call runs again with "direct" differences
+ * sum_d (x_id - x_jd)^2, which meet it on every input at about twice the pair
+ * work (so such calls cost about three times the expansion's). A backward
+ * whose every row attends to itself alone (T = 1, window (0, 0)) runs direct.
+ * "direct": always the direct form. gka_last_kernel() names the kernel that
+ * gave the results (..._direct for the direct form). The CUDA kernels have
+ * the expansion alone. */
+GKA_API gka_status gka_set_score_form(const char *form); /* NULL or "" = "auto" */
+GKA_API const char *gka_score_form(void);
+
 /* The kernel variant that `pass` ("forward" or "backward") runs for this shape
  * and window on `family` ("avx512", "avx2", "generic" or "cuda"): its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the

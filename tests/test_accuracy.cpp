@@ -1,0 +1,220 @@
+// GKA.md's accuracy contract on inputs outside the well-scaled range: exact
+// self pairs, translation, sharp heads beside smooth ones, repeated and
+// near-duplicate tokens, long rows, extreme sigmas and feature scales,
+// underflow; and a randomized test over all of these (seeded, the seed
+// printed: GKA_SEED replays it, GKA_PROPERTY_SECONDS runs it longer).
+#include <catch2/catch.hpp>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "check.h"
+
+using gka_ref::Problem;
+using gka_test::check_problem;
+using gka_test::for_each_family_and_form;
+
+namespace {
+
+const gka_window full{-1, -1}, causal{-1, 0};
+
+// x = offset + scale * N(0, 1) per feature, dy ~ N(0, 1).
+Problem gaussian_problem(gka_shape shape, gka_window window, std::vector<float> sigma, double scale, double offset,
+                         uint64_t seed) {
+    Problem p{shape, window, {}, std::move(sigma), {}};
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal;
+    p.x.resize(p.size());
+    p.dy.resize(p.size());
+    for (float &v : p.x) v = float(offset + scale * normal(rng));
+    for (float &v : p.dy) v = float(normal(rng));
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("a row whose only key is itself: y = x and lse = 0, and dx = dy and dsigma = 0 where every row is",
+          "[accuracy]") {
+    for (int64_t D : {1, 5, 64, 128}) {
+        for (double offset : {0.0, 10.0}) {
+            for (gka_window w : {full, causal, gka_window{0, 0}, gka_window{3, 0}, gka_window{0, -1}}) {
+                // T = 1 on every window, and (0, 0) on a longer sequence.
+                for (int64_t T : {int64_t(1), int64_t(37)}) {
+                    if (T > 1 && !(w.left == 0 && w.right == 0)) continue;
+                    const Problem p = gaussian_problem({2, T, 2, D}, w, {0.05f, 1.0f}, 1.0, offset, 11 + D);
+                    for_each_family_and_form([&] {
+                        INFO("D=" << D << " T=" << T << " offset " << offset << " window (" << w.left << ", "
+                                  << w.right << ")");
+                        const gka_test::Outputs out = gka_test::run_kernels(p);
+                        CHECK(out.y == p.x);
+                        CHECK(out.lse == std::vector<float>(p.rows(), 0.0f));
+                        CHECK(out.dx == p.dy);
+                        CHECK(out.dsigma == std::vector<float>(p.shape.heads, 0.0f));
+                    });
+                }
+            }
+        }
+    }
+    // Under a causal mask the first token's row is itself alone.
+    const Problem p = gaussian_problem({2, 50, 3, 64}, causal, {0.05f, 1.0f, 8.0f}, 1.0, 10.0, 5);
+    for_each_family_and_form([&] {
+        const gka_test::Outputs out = gka_test::run_kernels(p);
+        for (int64_t b = 0; b < 2; b++)
+            for (int64_t h = 0; h < 3; h++) {
+                CHECK(out.lse[p.row(b, h, 0)] == 0.0f);
+                for (int64_t d = 0; d < 64; d++) CHECK(out.y[p.at(b, 0, h) + d] == p.x[p.at(b, 0, h) + d]);
+            }
+    });
+}
+
+TEST_CASE("translation: a common offset of up to 100x the features' spread", "[accuracy]") {
+    for (double offset : {0.0, 1.0, 10.0, 100.0}) {
+        for (gka_window w : {full, causal, gka_window{20, 0}}) {
+            // sigma = sqrt(D) x the spread: scores of about -1, neither uniform nor one-hot.
+            const Problem p = gaussian_problem({1, 100, 2, 64}, w, {8.0f, 2.0f}, 1.0, offset, 21);
+            INFO("offset " << offset);
+            for_each_family_and_form([&] { check_problem(p); });
+        }
+    }
+}
+
+TEST_CASE("one-hot and smooth heads side by side in one call", "[accuracy]") {
+    for (int64_t D : {4, 16, 64}) {
+        const Problem p = gaussian_problem({2, 60, 4, D}, causal, {0.02f, 0.3f, 1.0f, 50.0f}, 1.0, 3.0, 31 + D);
+        for_each_family_and_form([&] { check_problem(p); });
+    }
+}
+
+TEST_CASE("repeated and near-duplicate tokens, D = 1 included", "[accuracy]") {
+    for (int64_t D : {1, 2, 8, 64}) {
+        // Every token one of 5, repeated.
+        Problem repeated = gaussian_problem({1, 45, 2, D}, causal, {0.1f, 1.0f}, 1.0, 2.0, 41);
+        for (int64_t t = 5; t < 45; t++)
+            for (int64_t k = 0; k < 2 * D; k++) repeated.x[t * 2 * D + k] = repeated.x[(t % 5) * 2 * D + k];
+        for_each_family_and_form([&] { check_problem(repeated); });
+        // Tokens a hair apart (1e-5 of their size), with sigmas of that order.
+        Problem near = gaussian_problem({1, 40, 2, D}, full, {1e-5f, 3e-5f}, 1.0, 1.0, 43);
+        for (int64_t t = 1; t < 40; t++)
+            for (int64_t k = 0; k < 2 * D; k++) near.x[t * 2 * D + k] = near.x[k] * (1.0f + 1e-5f * float(t % 7));
+        for_each_family_and_form([&] { check_problem(near); });
+    }
+}
+
+TEST_CASE("sigma from 1e-3 to 1e3 against features from 1e-3 to 1e3", "[accuracy]") {
+    for (double scale : {1e-3, 1.0, 1e3}) {
+        for (float sigma : {1e-3f, 1.0f, 1e3f}) {
+            INFO("feature scale " << scale << ", sigma " << sigma);
+            const Problem p = gaussian_problem({1, 40, 1, 8}, causal, {sigma}, scale, 0.5 * scale, 51);
+            for_each_family_and_form([&] { check_problem(p); });
+        }
+    }
+}
+
+TEST_CASE("a weight whose exact value is below the smallest normal float is 0", "[accuracy]") {
+    // Two tokens, x0 = 1 and x1 = 0 (D = 1): the second's row is (x1 + w x0) / (1 + w), w = exp(s01).
+    for (double score : {-88.0, -80.0}) {
+        const float sigma = float(1.0 / std::sqrt(-2.0 * score));
+        Problem p{{1, 2, 1, 1}, causal, {1.0f, 0.0f}, {sigma}, {1.0f, 1.0f}};
+        for_each_family_and_form([&] {
+            const gka_test::Outputs out = gka_test::run_kernels(p);
+            INFO("score " << score << ": y1 = " << out.y[1]);
+            if (score < std::log(double(FLT_MIN))) {
+                CHECK(out.y[1] == 0.0f);
+            } else {
+                CHECK(std::abs(out.y[1] / std::exp(score) - 1) < 1e-5);
+            }
+            CHECK(out.lse[1] == 0.0f);
+        });
+    }
+}
+
+// Errors relative to the largest |y| of the row, on sampled rows: they must
+// not grow with the row's length (GKA.md).
+TEST_CASE("long full-window rows: y's error does not grow with T", "[accuracy][long]") {
+    for (int64_t T : {4096, 16384}) {
+        const int64_t D = 128;
+        const Problem p = gaussian_problem({1, T, 1, D}, full, {1.0f}, 0.35, 0.0, 61);
+        for_each_family_and_form([&] {
+            std::vector<float> y(p.size()), lse(p.rows());
+            REQUIRE(gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
+            double worst = 0;
+            for (int64_t i = 0; i < T; i += T / 32 + 1) {
+                std::vector<double> w(T), ref(D);
+                double sum = 0;
+                for (int64_t j = 0; j < T; j++) {
+                    double sq = 0;
+                    for (int64_t d = 0; d < D; d++) sq += std::pow(double(p.x[i * D + d]) - p.x[j * D + d], 2);
+                    sum += w[j] = std::exp(-sq / 2);
+                }
+                double largest = 0, error = 0;
+                for (int64_t j = 0; j < T; j++)
+                    for (int64_t d = 0; d < D; d++) ref[d] += w[j] / sum * p.x[j * D + d];
+                for (int64_t d = 0; d < D; d++) {
+                    largest = std::max(largest, std::abs(ref[d]));
+                    error = std::max(error, std::abs(y[i * D + d] - ref[d]));
+                }
+                worst = std::max(worst, error / largest);
+            }
+            INFO("T=" << T << ": worst error / max |y| of a row " << worst << " (" << gka_last_kernel() << ")");
+            CHECK(worst < 5e-6);
+        });
+    }
+}
+
+// One random problem from the regimes above, mixed: shapes, windows, sigmas
+// and feature scales over 6 decades, offsets up to 100x the spread, repeated
+// and near-duplicate tokens.
+static Problem random_problem(std::mt19937_64 &rng) {
+    auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    auto log_uniform = [&](double lo, double hi) {
+        return std::exp(std::uniform_real_distribution<double>(std::log(lo), std::log(hi))(rng));
+    };
+    const gka_shape shape{uniform(1, 2), uniform(1, 90), uniform(1, 3), uniform(0, 3) ? uniform(1, 20) : 64};
+    const int64_t spans[] = {-1, 0, 1, 3, 17, 200};
+    const gka_window window{spans[uniform(0, 5)], spans[uniform(0, 5)]};
+    const double scale = log_uniform(1e-3, 1e3), offset = scale * (uniform(0, 1) ? log_uniform(1e-2, 100) : 0.0);
+    std::vector<float> sigma(shape.heads);
+    for (float &s : sigma) s = float(scale * std::sqrt(double(shape.head_dim)) * log_uniform(1e-3, 1e2));
+    Problem p = gaussian_problem(shape, window, sigma, scale, offset, rng());
+    const int64_t row = shape.heads * shape.head_dim;
+    if (uniform(0, 2) == 0) {  // repeats: some tokens copy an earlier one, others move off it by a hair
+        for (int64_t b = 0; b < shape.batch; b++)
+            for (int64_t t = 1; t < shape.seq_len; t++) {
+                if (uniform(0, 2) == 0) continue;
+                const int64_t from = uniform(0, t - 1);
+                const float hair = uniform(0, 1) ? 0.0f : float(log_uniform(1e-7, 1e-3));
+                for (int64_t k = 0; k < row; k++) {
+                    const float v = p.x[(b * shape.seq_len + from) * row + k];
+                    p.x[(b * shape.seq_len + t) * row + k] = v + hair * (v + float(scale));
+                }
+            }
+    }
+    return p;
+}
+
+TEST_CASE("randomized: the contract over every regime", "[accuracy][property]") {
+    const char *seed_env = std::getenv("GKA_SEED"), *seconds_env = std::getenv("GKA_PROPERTY_SECONDS");
+    const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : std::random_device()();
+    const double seconds = seconds_env ? std::atof(seconds_env) : 3.0;
+    WARN("randomized accuracy test: seed " << seed << " (GKA_SEED=" << seed << " replays it), " << seconds << " s");
+    std::mt19937_64 rng(seed);
+    const std::vector<std::string> families = gka_test::runnable_families();
+    const auto start = std::chrono::steady_clock::now();
+    int cases = 0;
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
+        const Problem p = random_problem(rng);
+        const std::string &family = families[rng() % families.size()];
+        const char *form = rng() % 2 ? "auto" : "direct";
+        INFO("seed " << seed << ", case " << cases << ", family " << family << ", score form " << form);
+        REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
+        REQUIRE(gka_set_score_form(form) == GKA_OK);
+        check_problem(p);
+        cases++;
+    }
+    REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+    REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
+    WARN(cases << " random problems judged");
+    CHECK(cases > 0);
+}
