@@ -106,9 +106,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
 
     schedule_head_sum(p.key_sum, v, vec);
     schedule_head_sum(p.query_sum, v, vec);
-    for (Func stats : {p.key_stats, p.query_stats}) {
-        stats.compute_root().reorder_storage(v.t, v.h, v.b, v.group).parallel(v.h).parallel(v.group);
-    }
+    p.key_stats.compute_root().reorder_storage(v.t, v.h, v.b, v.group).parallel(v.h).parallel(v.group);
 
     // The fused updates, per (key block, query block, band of the group), group,
     // h and b in parallel (nested: fusing them confuses the bounds of the fused
@@ -141,12 +139,24 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     key_stats.reorder(then_outer({p.key_in_block, p.query_in_block}))
         .allow_race_conditions()
         .vectorize(p.key_in_block, vec);
-    // Queries' scalar sums (Expansion): a query's keys of the block are a
-    // vector of the tile, summed across its lanes.
-    Stage query_stats = p.query_stats.update();
-    query_stats.reorder(then_outer({p.key_in_block, p.query_in_block})).atomic().vectorize(p.key_in_block, vec);
     std::vector<Stage> fused = {query_sum, key_sum, key_stats};
-    if (p.form == ScoreForm::Expansion) fused.push_back(query_stats);
+    if (p.form == ScoreForm::Expansion) {
+        // Queries' scalar sums: a query's keys of the block are a vector of the
+        // tile, added lane by lane into partial sums (rfactor), whose lanes are
+        // summed once at the end: a vector add per query and block.
+        RVar lanes_of_block("key_lanes_of_block"), key_lane_r("key_lane_r");
+        Var key_lane("key_lane");
+        Stage query_stats = p.query_stats.update();
+        query_stats.split(p.key_in_block, lanes_of_block, key_lane_r, vec);
+        Func partial = query_stats.rfactor(key_lane_r, key_lane);
+        partial.compute_root().reorder_storage(key_lane, v.t, v.h, v.b, v.group).vectorize(key_lane)
+            .parallel(v.h).parallel(v.group);
+        Stage partial_update = partial.update();
+        partial_update.reorder(then_outer({key_lane, lanes_of_block, p.query_in_block})).vectorize(key_lane);
+        fused.push_back(partial_update);
+        p.query_stats.compute_root().parallel(v.h).parallel(v.group);
+        p.query_stats.update().parallel(v.h).parallel(v.group);
+    }
     for (Stage s : fused) s.parallel(v.group).parallel(v.h).parallel(v.b);
     for (size_t k = 1; k < fused.size(); k++) fused[k].compute_with(query_sum, p.key_block);
 

@@ -21,7 +21,7 @@ from ._lib import has_cuda as _has_cuda
 from .reference import gka_attention_reference, gka_forward_reference
 
 __all__ = ["gka_attention", "gka_attention_reference", "gka_forward_reference", "library_path", "has_cuda",
-           "cpu_family"]
+           "cpu_family", "set_score_form", "score_form", "last_kernel"]
 
 library_path = LIBRARY_PATH  # the libgka this process loaded
 
@@ -34,3 +34,20 @@ def has_cuda():
 def cpu_family():
     """The CPU family libgka's kernels run on here: "avx512", "avx2" or "generic"."""
     return _LIB.gka_cpu_family().decode()
+
+
+def set_score_form(form):
+    """How the CPU kernels form |x_i - x_j|^2: "auto" (the fast expansion wherever it
+    meets the accuracy contract, else the direct form) or "direct" (always); gka.h."""
+    from ._lib import check
+    check(_LIB, _LIB.gka_set_score_form(None if form is None else form.encode()), "gka_set_score_form")
+
+
+def score_form():
+    """The score form set: "auto" or "direct"."""
+    return _LIB.gka_score_form().decode()
+
+
+def last_kernel():
+    """The kernel variant that gave this thread's last results, e.g. gka_forward_avx512_d64."""
+    return _LIB.gka_last_kernel().decode()

@@ -101,6 +101,9 @@ def _declare(lib):
         fn.argtypes, fn.restype = argtypes, _status
     lib.gka_last_error.argtypes, lib.gka_last_error.restype = [], ctypes.c_char_p
     lib.gka_cpu_family.argtypes, lib.gka_cpu_family.restype = [], ctypes.c_char_p
+    lib.gka_set_score_form.argtypes, lib.gka_set_score_form.restype = [ctypes.c_char_p], _status
+    lib.gka_score_form.argtypes, lib.gka_score_form.restype = [], ctypes.c_char_p
+    lib.gka_last_kernel.argtypes, lib.gka_last_kernel.restype = [], ctypes.c_char_p
     for name, argtypes in CUDA_SIGNATURES.items():
         fn = getattr(lib, name, None)
         if fn is not None:

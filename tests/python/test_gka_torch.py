@@ -95,6 +95,23 @@ class ForwardBackward(unittest.TestCase):
                     self.assertLess(self.note("dsigma", rel_err(sf.grad, want_dsigma)), RTOL)
                     self.assertGreater(want_dsigma.abs().min().item(), 0.0)  # a real test of dsigma
 
+    def test_score_forms(self):
+        # The direct form from PyTorch, as from the C ABI: same results within the
+        # contract, and libgka says which kernel ran.
+        x, sigma = inputs(24, seed=5)
+        want_y, _ = gka_forward_reference(x, sigma, (-1, 0))
+        try:
+            gka_torch.set_score_form("direct")
+            self.assertEqual(gka_torch.score_form(), "direct")
+            y, _ = torch.ops.gka.forward(x.float(), sigma.float(), -1, 0)
+            self.assertTrue(gka_torch.last_kernel().endswith("_direct"))
+            self.assertLess(rel_err(y, want_y), RTOL)
+            with self.assertRaises(ValueError):
+                gka_torch.set_score_form("fast")
+        finally:
+            gka_torch.set_score_form("auto")
+        self.assertEqual(gka_torch.score_form(), "auto")
+
     def test_gradient_through_sum(self):
         # y.sum().backward() hands the op an expanded (stride 0) dy.
         x, sigma = inputs(24, seed=3)
