@@ -154,8 +154,9 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
         Stage partial_update = partial.update();
         partial_update.reorder(then_outer({key_lane, lanes_of_block, p.query_in_block})).vectorize(key_lane);
         fused.push_back(partial_update);
+        // The lanes' totals: each head's tokens in one task.
         p.query_stats.compute_root().parallel(v.h).parallel(v.group);
-        p.query_stats.update().parallel(v.h).parallel(v.group);
+        p.query_stats.update().reorder(key_lane_r, v.t, v.h, v.b, v.group).parallel(v.h).parallel(v.group);
     }
     for (Stage s : fused) s.parallel(v.group).parallel(v.h).parallel(v.b);
     for (size_t k = 1; k < fused.size(); k++) fused[k].compute_with(query_sum, p.key_block);
