@@ -22,6 +22,7 @@ namespace gka {
 // (y_i = x_i) has dS = 0 exactly.
 struct PairTerms {
     Scores scores;
+    Func score;  // s_ij, the self pair's exactly 0 (its dS s term in dsigma then is)
     Func prob, dprob, dscore;
 };
 
@@ -49,16 +50,16 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func y, Func lse, 
     const Func x_in = clamped_features(x, mask.seq_len), y_in = clamped_features(y, mask.seq_len);
     p.centre = feature_centre(x_in, mask.seq_len, v);
     p.centred(v.d, v.h, v.t, v.b) = x_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
-    if (form == ScoreForm::Expansion) {
-        p.x = p.centred;
-        p.y = Func("centred_y");
-        p.y(v.d, v.h, v.t, v.b) = y_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
-    } else {
-        p.x = x_in;
-        p.y = y_in;
-    }
     p.dy = clamped_features(dy, mask.seq_len);
     p.lse = Halide::BoundaryConditions::repeat_edge(lse, {{0, mask.seq_len}, {Expr(), Expr()}, {Expr(), Expr()}});
+    if (form == ScoreForm::Direct) {
+        p.x = x_in;
+        p.y = y_in;
+        return;
+    }
+    p.x = p.centred;
+    p.y = Func("centred_y");
+    p.y(v.d, v.h, v.t, v.b) = y_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
     RDom rd(0, head_dim, "rd_delta");
     p.delta(v.t, v.h, v.b) += p.dy(rd, v.h, v.t, v.b) * p.y(rd, v.h, v.t, v.b);
 }
@@ -66,11 +67,13 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func y, Func lse, 
 inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *direction, const Expr &scale) {
     const Vars &v = p.v;
     const std::string prefix = direction;
-    PairTerms t{gaussian_scores(p.x, p.centred, sigma, p.head_dim, p.form, v), Func(prefix + "prob"),
-                Func(prefix + "dprob"), Func(prefix + "dscore")};
+    PairTerms t{gaussian_scores(p.x, p.centred, sigma, p.head_dim, p.form, v), Func(prefix + "score"),
+                Func(prefix + "prob"), Func(prefix + "dprob"), Func(prefix + "dscore")};
     const RDom &rd = t.scores.rd;
+    const Expr s = t.scores.score(v.j, v.i, v.h, v.b);  // the direct form's self pair is 0 as computed
+    t.score(v.j, v.i, v.h, v.b) = p.form == ScoreForm::Expansion ? Halide::select(v.i == v.j, 0.0f, s) : s;
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
-        p.mask.allowed(v.i, v.j), exp_nonpositive(t.scores.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
+        p.mask.allowed(v.i, v.j), exp_nonpositive(t.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
     const Expr key = t.scores.key_features(rd, v.h, v.j, v.b);
     if (p.form == ScoreForm::Direct) {
         t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * (key - p.y(rd, v.h, v.i, v.b));
@@ -101,7 +104,8 @@ struct BackwardPipeline : BackwardInputs {
 };
 
 // key_block, query_block: the tokens a block of each direction's windows (Mask::window).
-// The Expansion form only: its dx formula leans on sum_j dS_ij = 0.
+// The Expansion form only: the direct form's per-term differences are written
+// for the one-pass backward alone (gka_backward_fused.h).
 inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy, Expr head_dim,
                             Expr batch, const Mask &mask, int key_block, int query_block, Func dx, Func dsigma,
                             Func spread) {
@@ -124,7 +128,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
         p.query_stats(v.offset, v.band, v.h, v.b) = {0.0f, 0.0f};
         p.query_stats(v.offset, v.band, v.h, v.b) = {p.query_stats(v.offset, v.band, v.h, v.b)[0] + ds,
                                                      p.query_stats(v.offset, v.band, v.h, v.b)[1] +
-                                                         ds * t.scores.score(key, query, v.h, v.b)};
+                                                         ds * t.score(key, query, v.h, v.b)};
     }
     // Key direction: the queries of each key band.
     p.queries = mask.window("q", query_block);

@@ -89,20 +89,21 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.key_sum(v.d, v.h, key, v.b, g) += ds * (direct ? query_x - key_x : query_x) + prob * p.dy(v.d, v.h, query, v.b);
     p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};
-    const Expr s = p.terms.scores.score(key, query, v.h, v.b);
+    const Expr s = p.terms.score(key, query, v.h, v.b);
     p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds, p.key_stats(v.h, key, v.b, g)[1] + ds * s};
     p.query_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.query_sum(v.d, v.h, query, v.b, g) += ds * (direct ? key_x - query_x : key_x);
-    p.query_stats(v.h, v.t, v.b, g) = 0.0f;
-    p.query_stats(v.h, query, v.b, g) += ds;
 
     p.groups = RDom(0, groups, "groups");
     p.pair_sum(v.d, v.h, v.t, v.b) +=
         p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
-    p.dscore_sum(v.h, v.t, v.b) += p.key_stats(v.h, v.t, v.b, p.groups)[0] + p.query_stats(v.h, v.t, v.b, p.groups);
     if (direct) {
         dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b);
     } else {
+        p.query_stats(v.h, v.t, v.b, g) = 0.0f;
+        p.query_stats(v.h, query, v.b, g) += ds;
+        p.dscore_sum(v.h, v.t, v.b) +=
+            p.key_stats(v.h, v.t, v.b, p.groups)[0] + p.query_stats(v.h, v.t, v.b, p.groups);
         dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b) - p.dscore_sum(v.h, v.t, v.b) * p.x(v.d, v.h, v.t, v.b);
     }
 

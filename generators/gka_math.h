@@ -148,13 +148,15 @@ struct Scores {
     Func inv_two_var{"inv_two_var"};  // 1 / (2 sigma_h^2)       (h)
     Func dot{"dot"};                  // the pair reduction over d: c_j.c_i (Expansion),
                                       // |x_j - x_i|^2 (Direct)   (j, i, h, b)
-    Func score{"score"};              // s_ij <= 0, s_ii = 0     (j, i, h, b)
+    Func score{"score"};              // s_ij <= 0               (j, i, h, b)
     RDom rd;                          // over the head dimension
 };
 
 // `features`: what the pair reduction reads: centred (Expansion) or as they
 // are (Direct). `centred`: the centred features, whose norms make the
-// expansion and the spread.
+// expansion and the spread. The expansion's self pair rounds a hair off 0:
+// each pass says what it makes of that pair (the forward leaves it out of its
+// sums, the backward's PairTerms score it 0).
 inline Scores gaussian_scores(Func features, Func centred, Func sigma, Expr head_dim, ScoreForm form,
                               const Vars &v) {
     Scores s;
@@ -172,11 +174,9 @@ inline Scores gaussian_scores(Func features, Func centred, Func sigma, Expr head
     }
     s.dot(v.j, v.i, v.h, v.b) += s.key_features(rd, v.h, v.j, v.b) * s.query_features(rd, v.h, v.i, v.b);
     // |c_i - c_j|^2 = |c_i|^2 + |c_j|^2 - 2 c_i.c_j can round a hair below zero;
-    // s_ij <= 0 is what keeps every exp(s_ij) in (0, 1]. The self pair's
-    // rounding is not a hair: it is exactly 0.
+    // s_ij <= 0 is what keeps every exp(s_ij) in (0, 1].
     Expr sq_dist = s.sqnorm(v.i, v.h, v.b) + s.sqnorm(v.j, v.h, v.b) - 2.0f * s.dot(v.j, v.i, v.h, v.b);
-    s.score(v.j, v.i, v.h, v.b) =
-        Halide::select(v.i == v.j, 0.0f, Halide::min(-sq_dist * s.inv_two_var(v.h), 0.0f));
+    s.score(v.j, v.i, v.h, v.b) = Halide::min(-sq_dist * s.inv_two_var(v.h), 0.0f);
     return s;
 }
 

@@ -201,6 +201,21 @@ bool self_only(const gka::internal::KernelWindow &w, const gka_shape &s) {
     return s.seq_len == 1 || (w.left == 0 && w.right == 0);
 }
 
+// Runs the variant that `pick` gives for the expansion (if `try_expansion`)
+// and, where it did not serve these inputs or was not tried, the direct one:
+// `run` runs a variant, writing the spread.
+template <class Pick, class Run>
+gka_status run_serving_form(bool try_expansion, Pick pick, Run run, const Buffer<float, 2> &spread,
+                            const float *sigma) {
+    if (try_expansion) {
+        const auto *k = pick(gka::Scores::expansion);
+        const int code = run(k);
+        if (code != 0 || expansion_serves(spread, sigma)) return gka::internal::ran(k->name, code, GKA_ERR_INTERNAL);
+    }
+    const auto *k = pick(gka::Scores::direct);
+    return gka::internal::ran(k->name, run(k), GKA_ERR_INTERNAL);
+}
+
 
 }  // namespace
 
@@ -220,15 +235,12 @@ gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const
     auto lb = rows(lse, shape);
     const KernelWindow w = kernel_window(window, shape.seq_len);
     const auto kind = window_kind(window, shape);
-    const auto *k = gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len);
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
-    if (!always_direct) {
-        const int code = k->run(xb, sb, w.left, w.right, yb, lb, spread);
-        if (code != 0 || expansion_serves(spread, sigma)) return gka::internal::ran(k->name, code, GKA_ERR_INTERNAL);
-    }
-    k = gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len, gka::Scores::direct);
-    return gka::internal::ran(k->name, k->run(xb, sb, w.left, w.right, yb, lb, spread), GKA_ERR_INTERNAL);
+    return run_serving_form(
+        !always_direct,
+        [&](gka::Scores form) { return gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len, form); },
+        [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread, sigma);
 }
 
 gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
@@ -249,14 +261,11 @@ gka_status gka_backward(gka_shape shape, gka_window window, const float *x, cons
     const auto kind = window_kind(window, shape);
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
-    if (!always_direct && !self_only(w, shape)) {
-        const auto *k = gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len);
-        const int code = k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread);
-        if (code != 0 || expansion_serves(spread, sigma)) return gka::internal::ran(k->name, code, GKA_ERR_INTERNAL);
-    }
-    const auto *k = gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len, gka::Scores::direct);
-    return gka::internal::ran(k->name, k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread),
-                              GKA_ERR_INTERNAL);
+    return run_serving_form(
+        !always_direct && !self_only(w, shape),
+        [&](gka::Scores form) { return gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len, form); },
+        [&](const auto *k) { return k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread); }, spread,
+        sigma);
 }
 
 const char *gka_last_error(void) { return last_error.c_str(); }
