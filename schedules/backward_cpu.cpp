@@ -106,7 +106,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
 
     schedule_head_sum(p.key_sum, v, vec);
     schedule_head_sum(p.query_sum, v, vec);
-    p.key_stats.compute_root().reorder_storage(v.t, v.h, v.b, v.group).parallel(v.h).parallel(v.group);
+    p.key_stats.compute_root().reorder_storage(v.t, v.h, v.b, v.group);  // zeroing: serial
 
     // The fused updates, per (key block, query block, band of the group), group,
     // h and b in parallel (nested: fusing them confuses the bounds of the fused
@@ -149,14 +149,13 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
         Stage query_stats = p.query_stats.update();
         query_stats.split(p.key_in_block, lanes_of_block, key_lane_r, vec);
         Func partial = query_stats.rfactor(key_lane_r, key_lane);
-        partial.compute_root().reorder_storage(key_lane, v.t, v.h, v.b, v.group).vectorize(key_lane)
-            .parallel(v.h).parallel(v.group);
+        partial.compute_root().reorder_storage(key_lane, v.t, v.h, v.b, v.group).vectorize(key_lane);
         Stage partial_update = partial.update();
         partial_update.reorder(then_outer({key_lane, lanes_of_block, p.query_in_block})).vectorize(key_lane);
         fused.push_back(partial_update);
-        // The lanes' totals: each head's tokens in one task.
-        p.query_stats.compute_root().parallel(v.h).parallel(v.group);
-        p.query_stats.update().reorder(key_lane_r, v.t, v.h, v.b, v.group).parallel(v.h).parallel(v.group);
+        // The lanes' totals: each head's tokens in one task. (Zeroing, serial.)
+        p.query_stats.compute_root();
+        p.query_stats.update().reorder(key_lane_r, v.t, v.h, v.b, v.group).parallel(v.h);
     }
     for (Stage s : fused) s.parallel(v.group).parallel(v.h).parallel(v.b);
     for (size_t k = 1; k < fused.size(); k++) fused[k].compute_with(query_sum, p.key_block);

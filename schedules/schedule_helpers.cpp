@@ -39,8 +39,11 @@ Func head_major(Func f, int vec) {
 }
 
 void schedule_centre(Centre c, const Vars &v, int vec) {
-    c.sum.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.b);
-    c.sum.update().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.b);
+    // A few tokens a head, serial: waking the thread pool for them cost more.
+    // The mean at root: inlined, its division ran once per use in the copies.
+    c.mean.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf);
+    c.sum.compute_at(c.mean, v.h).vectorize(v.d, vec, TailStrategy::GuardWithIf);
+    c.sum.update().vectorize(v.d, vec, TailStrategy::GuardWithIf);
 }
 
 void schedule_token_dot(Func f, const Vars &v, const Expr &head_dim, int vec) {
@@ -52,7 +55,7 @@ void schedule_token_dot(Func f, const Vars &v, const Expr &head_dim, int vec) {
     // thread, all gathers.)
     const int D = constant_head_dim(head_dim);
     const RVar d = f.rvars()[0];
-    f.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp).parallel(v.h).parallel(v.b);
+    f.compute_root().vectorize(v.t, vec, TailStrategy::RoundUp);  // zeroing T x H floats: serial
     Stage update = f.update();
     if (D > 0 && D % vec == 0) {
         update.reorder(d, v.t, v.h, v.b).atomic().vectorize(d);
