@@ -20,10 +20,17 @@ namespace gka {
 // as dy_i . (x_j - y_i), whose terms shrink with x_j - y_i: a near-one-hot
 // row (y_i near x_i) keeps its tiny dS, and a row whose only key is itself
 // (y_i = x_i) has dS = 0 exactly.
+//
+// dsigma_term is dS_ij's term of dsigma_h, dS_ij (-2 s_ij / sigma_h) without
+// dS's scale. The products are grouped so that each factor stays in fp32's
+// normal range wherever the term is in it: P dP alone can fall below the
+// smallest normal and be flushed to 0 (denormals are), losing a term that
+// 1/sigma_h^2 or 1/sigma_h would have made large. P s_ij cannot (a P that is
+// not 0 has s_ij - lse_i >= -87.4), nor can P times dP's scaled terms.
 struct PairTerms {
     Scores scores;
-    Func score;  // s_ij, the self pair's exactly 0 (its dS s term in dsigma then is)
-    Func prob, dprob, dscore;
+    Func score;  // s_ij, the self pair's exactly 0 (its dsigma term then is)
+    Func prob, dprob, dscore, dsigma_term;
 };
 
 // What every backward algorithm reads: the inputs, clamped past T, and Dl.
@@ -68,21 +75,25 @@ inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *dir
     const Vars &v = p.v;
     const std::string prefix = direction;
     PairTerms t{gaussian_scores(p.x, p.centred, sigma, p.head_dim, p.form, v), Func(prefix + "score"),
-                Func(prefix + "prob"), Func(prefix + "dprob"), Func(prefix + "dscore")};
+                Func(prefix + "prob"), Func(prefix + "dprob"), Func(prefix + "dscore"), Func(prefix + "dsigma_term")};
     const RDom &rd = t.scores.rd;
     const Expr s = t.scores.score(v.j, v.i, v.h, v.b);  // the direct form's self pair is 0 as computed
     t.score(v.j, v.i, v.h, v.b) = p.form == ScoreForm::Expansion ? Halide::select(v.i == v.j, 0.0f, s) : s;
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
         p.mask.allowed(v.i, v.j), exp_nonpositive(t.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
     const Expr key = t.scores.key_features(rd, v.h, v.j, v.b);
+    Expr dprob_less_delta;  // dP_ij - Dl_i
     if (p.form == ScoreForm::Direct) {
         t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * (key - p.y(rd, v.h, v.i, v.b));
-        t.dscore(v.j, v.i, v.h, v.b) = t.prob(v.j, v.i, v.h, v.b) * t.dprob(v.j, v.i, v.h, v.b) * scale;
+        dprob_less_delta = t.dprob(v.j, v.i, v.h, v.b);
     } else {
         t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * key;
-        t.dscore(v.j, v.i, v.h, v.b) =
-            t.prob(v.j, v.i, v.h, v.b) * (t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b)) * scale;
+        dprob_less_delta = t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b);
     }
+    const Expr prob = t.prob(v.j, v.i, v.h, v.b);
+    t.dscore(v.j, v.i, v.h, v.b) = prob * (dprob_less_delta * scale);
+    t.dsigma_term(v.j, v.i, v.h, v.b) =
+        (prob * t.score(v.j, v.i, v.h, v.b)) * (dprob_less_delta * (-2.0f / sigma(v.h)));
     return t;
 }
 
@@ -92,14 +103,14 @@ struct BackwardPipeline : BackwardInputs {
 
     RDom keys;                      // the keys of a query band (Mask::key_in_window)
     Func query_sum{"query_sum"};    // sum_j dS_ij x_j                 (d, offset, band, h, b)
-    Func query_stats{"query_stats"};  // {sum_j dS_ij, sum_j dS_ij s_ij}  (offset, band, h, b)
+    Func query_stats{"query_stats"};  // {sum_j dS_ij, sum_j dsigma_term_ij}  (offset, band, h, b)
 
     RDom queries;                   // the queries of a key band (Mask::query_in_window)
     Func key_sum{"key_sum"};        // sum_i dS_ij x_i / sigma^2 + P_ij dy_i   (d, offset, band, h, b)
     Func key_stats{"key_stats"};    // sum_i dS_ij / sigma^2            (offset, band, h, b)
 
     RDom tokens;                    // every (t, b), for dsigma
-    Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij                           (h)
+    Func dsigma_sum{"dsigma_sum"};  // sum dS_ij (-2 s_ij / sigma_h)             (h)
     Func dx, dsigma, spread;        // the outputs
 };
 
@@ -128,7 +139,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
         p.query_stats(v.offset, v.band, v.h, v.b) = {0.0f, 0.0f};
         p.query_stats(v.offset, v.band, v.h, v.b) = {p.query_stats(v.offset, v.band, v.h, v.b)[0] + ds,
                                                      p.query_stats(v.offset, v.band, v.h, v.b)[1] +
-                                                         ds * t.score(key, query, v.h, v.b)};
+                                                         t.dsigma_term(key, query, v.h, v.b)};
     }
     // Key direction: the queries of each key band.
     p.queries = mask.window("q", query_block);
@@ -151,7 +162,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.
     p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");
     p.dsigma_sum(v.h) += p.query_stats(p.tokens.x % mask.band_size, p.tokens.x / mask.band_size, v.h, p.tokens.y)[1];
-    dsigma(v.h) = p.dsigma_sum(v.h) * (-2.0f / sigma(v.h));
+    dsigma(v.h) = p.dsigma_sum(v.h);
     define_spread(spread, p.by_query.scores, mask.seq_len, v);
     p.dx = dx;
     p.dsigma = dsigma;

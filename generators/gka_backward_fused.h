@@ -39,7 +39,7 @@ struct FusedBackwardPipeline : BackwardInputs {
     Halide::RVar key_in_block, query_in_block, key_block, query_block, band_in_group;
     // A group's sums, over its pairs:
     Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b, group)
-    Func key_stats{"key_stats"};    // {sum_i dS_it, sum_i dS_it s_it} / sigma^2   (h, t, b, group)
+    Func key_stats{"key_stats"};    // {sum_i dS_it / sigma^2, sum_i dsigma_term_it}  (h, t, b, group)
     Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b, group)
     Func query_stats{"query_stats"};  // sum_j dS_tj / sigma^2 (Expansion)      (h, t, b, group)
     // and the groups' totals.
@@ -48,7 +48,7 @@ struct FusedBackwardPipeline : BackwardInputs {
     Func dscore_sum{"dscore_sum"};  // (sum_i dS_it + sum_j dS_tj) / sigma^2     (h, t, b)
 
     RDom tokens;                    // every (t, b, group), for dsigma
-    Func dsigma_sum{"dsigma_sum"};  // sum dS_ij s_ij / sigma^2                 (h)
+    Func dsigma_sum{"dsigma_sum"};  // sum dS_ij (-2 s_ij / sigma_h)             (h)
     Func dx, dsigma, spread;        // the outputs
 };
 
@@ -89,8 +89,8 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.key_sum(v.d, v.h, key, v.b, g) += ds * (direct ? query_x - key_x : query_x) + prob * p.dy(v.d, v.h, query, v.b);
     p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};
-    const Expr s = p.terms.score(key, query, v.h, v.b);
-    p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds, p.key_stats(v.h, key, v.b, g)[1] + ds * s};
+    const Expr dsigma_term = p.terms.dsigma_term(key, query, v.h, v.b);
+    p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds, p.key_stats(v.h, key, v.b, g)[1] + dsigma_term};
     p.query_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.query_sum(v.d, v.h, query, v.b, g) += ds * (direct ? key_x - query_x : key_x);
 
@@ -107,11 +107,10 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
         dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b) - p.dscore_sum(v.h, v.t, v.b) * p.x(v.d, v.h, v.t, v.b);
     }
 
-    // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order; the
-    // sums' dS carries 1/sigma_h^2, hence the factor -2 sigma_h.
+    // dsigma_h = sum dS_ij (-2 s_ij / sigma_h) (PairTerms::dsigma_term), summed in a fixed order.
     p.tokens = RDom(0, mask.seq_len, 0, batch, 0, groups, "tokens");
     p.dsigma_sum(v.h) += p.key_stats(v.h, p.tokens.x, p.tokens.y, p.tokens.z)[1];
-    dsigma(v.h) = p.dsigma_sum(v.h) * (-2.0f * sigma(v.h));
+    dsigma(v.h) = p.dsigma_sum(v.h);
     define_spread(spread, p.terms.scores, mask.seq_len, v);
     p.dx = dx;
     p.dsigma = dsigma;

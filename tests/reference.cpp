@@ -1,6 +1,7 @@
 #include "reference.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <random>
 
@@ -26,6 +27,8 @@ Problem make_problem(gka_shape shape, gka_window window, std::vector<float> sigm
                 }
     return p;
 }
+
+double contract_weight(double exact) { return exact < FLT_MIN ? 0.0 : exact; }
 
 namespace {
 
@@ -59,7 +62,7 @@ Forward forward_in_double(const Problem &p, const Pairs &pairs) {
                 double sum = 0;
                 for (int64_t j = 0; j < T; j++) {
                     if (!p.allowed(i, j)) continue;
-                    w[j] = std::exp(pairs.score(b, h, i, j));
+                    w[j] = contract_weight(std::exp(pairs.score(b, h, i, j)));
                     sum += w[j];
                 }
                 double *y = &f.y[p.at(b, i, h)];
@@ -94,7 +97,7 @@ Backward backward(const Problem &p, const Forward &f) {
                     if (!p.allowed(i, j)) continue;
                     const double *xj = pairs.feat(b, j, h);
                     const double s = pairs.score(b, h, i, j);
-                    const double P = std::exp(s - f.lse[p.row(b, h, i)]);
+                    const double P = contract_weight(std::exp(s - f.lse[p.row(b, h, i)]));
                     // dP - Dl = dy_i . (x_j - y_i): its terms' magnitude, translation invariant.
                     double dP = 0, dS_terms = 0;
                     for (int64_t d = 0; d < D; d++) dP += dyi[d] * xj[d], dS_terms += std::abs(dyi[d] * (xj[d] - yi[d]));

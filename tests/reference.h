@@ -40,6 +40,12 @@ struct Backward {
     std::vector<double> dx_magnitude, dsigma_magnitude;
 };
 
+// GKA.md's contract: a weight (exp(s_ij) in the forward, P_ij in the
+// backward) whose exact value is below fp32's smallest normal is 0. The
+// loops apply it (the kernels do), so that a term fp32 cannot hold is judged
+// as the nothing it is. Elsewhere they are GKA.md's formulas in double.
+double contract_weight(double exact);
+
 Forward forward(const Problem &p);
 // Takes y and lse from `f`: the reference forward's, or a kernel's (as a
 // trainer passes them). Magnitudes (GKA.md's accuracy contract): each dx

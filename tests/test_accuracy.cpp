@@ -207,20 +207,28 @@ static RandomProblem random_problem(std::mt19937_64 &rng) {
 
 TEST_CASE("randomized: the contract over every regime", "[accuracy][property]") {
     const char *seed_env = std::getenv("GKA_SEED"), *seconds_env = std::getenv("GKA_PROPERTY_SECONDS");
+    const char *case_env = std::getenv("GKA_PROPERTY_CASE");  // with GKA_SEED: that case alone
     const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : std::random_device()();
     const double seconds = seconds_env ? std::atof(seconds_env) : 3.0;
-    WARN("randomized accuracy test: seed " << seed << " (GKA_SEED=" << seed << " replays it), " << seconds << " s");
+    const long only_case = case_env ? std::atol(case_env) : -1;
+    WARN("randomized accuracy test: seed " << seed << " (GKA_SEED=" << seed << " replays it, GKA_PROPERTY_CASE=n"
+                                           << " its case n alone), " << seconds << " s");
     std::mt19937_64 rng(seed);
     const std::vector<std::string> families = gka_test::runnable_families();
     const auto start = std::chrono::steady_clock::now();
     int cases = 0, unjudged = 0;
     double worst_unjudged = 0;
-    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
+    auto running = [&](long drawn) {
+        if (only_case >= 0) return drawn <= only_case;
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds;
+    };
+    for (long drawn_case = 0; running(drawn_case); drawn_case++) {
         const RandomProblem drawn = random_problem(rng);
         const Problem &p = drawn.p;
         const std::string &family = families[rng() % families.size()];
         const bool automatic = rng() % 2;
-        INFO("seed " << seed << ", case " << cases << ", family " << family << ", score form "
+        if (drawn_case < only_case) continue;
+        INFO("seed " << seed << ", case " << drawn_case << ", family " << family << ", score form "
                      << (automatic ? "auto" : "direct"));
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
         REQUIRE(gka_set_score_form(automatic ? "auto" : "direct") == GKA_OK);

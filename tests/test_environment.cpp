@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "check.h"
 #include "gka/gka.h"
 
 TEST_CASE("the environment's family and thread count are obeyed", "[env]") {
@@ -12,7 +13,7 @@ TEST_CASE("the environment's family and thread count are obeyed", "[env]") {
     REQUIRE(family != nullptr);
     REQUIRE(threads != nullptr);
     if (!gka_cpu_family_supported(family)) {
-        WARN("SKIP: this host cannot run family " << family);
+        gka_test::skip(std::string("this host cannot run family ") + family);
         return;
     }
     CHECK(std::string(gka_cpu_family()) == family);
@@ -24,4 +25,32 @@ TEST_CASE("an unknown family in the environment fails every call, clearly", "[en
     CHECK(gka_forward({1, 1, 1, 1}, {-1, 0}, &x, &sigma, &y, &lse) == GKA_ERR_UNSUPPORTED);
     CHECK_THAT(gka_last_error(), Catch::Contains("GKA_CPU_TARGET"));
     CHECK(std::string(gka_cpu_family()) == "none");
+}
+
+// Run with GKA_HOST_FAMILIES=generic (tests/CMakeLists.txt): whatever the CPU,
+// the host is taken to lack avx512 and avx2, so the errors of forcing a family
+// it cannot run are exercised on every machine.
+TEST_CASE("a family the host lacks cannot be forced; the best it has runs", "[host-lacks]") {
+    REQUIRE(std::string(std::getenv("GKA_HOST_FAMILIES")) == "generic");
+    for (const char *family : {"avx512", "avx2"}) {
+        INFO("family " << family);
+        CHECK(gka_cpu_family_supported(family) == 0);
+        CHECK(gka_set_cpu_family(family) == GKA_ERR_UNSUPPORTED);
+        CHECK_THAT(gka_last_error(), Catch::Contains("cannot run on this host") && Catch::Contains("GKA_HOST_FAMILIES"));
+    }
+    CHECK(std::string(gka_cpu_family()) == "generic");
+    float x = 0.5f, sigma = 1, y = 0, lse = 1;
+    REQUIRE(gka_forward({1, 1, 1, 1}, {-1, 0}, &x, &sigma, &y, &lse) == GKA_OK);
+    CHECK_THAT(gka_last_kernel(), Catch::Contains("generic"));
+    CHECK(y == x);
+}
+
+// Run with GKA_HOST_FAMILIES=generic and GKA_CPU_TARGET=avx512: the forced
+// family is refused at start-up, and every call says why.
+TEST_CASE("a family forced from the environment that the host lacks fails every call", "[host-lacks-forced]") {
+    float x = 0, sigma = 1, y = 7, lse = 7;
+    CHECK(gka_forward({1, 1, 1, 1}, {-1, 0}, &x, &sigma, &y, &lse) == GKA_ERR_UNSUPPORTED);
+    CHECK_THAT(gka_last_error(), Catch::Contains("GKA_CPU_TARGET") && Catch::Contains("cannot run on this host"));
+    CHECK(y == 7);
+    CHECK(lse == 7);
 }

@@ -65,7 +65,9 @@ GKA_API const char *gka_last_error(void);
 /* CPU target families compiled into the library, best first: "avx512", "avx2",
  * "generic". The family that runs is the best one the host supports, unless
  * GKA_CPU_TARGET (environment, read once) or gka_set_cpu_family() forces one.
- * Forcing a family the host cannot run is an error, never a silent fallback. */
+ * Forcing a family the host cannot run is an error, never a silent fallback.
+ * GKA_HOST_FAMILIES (environment, read once; e.g. "generic,avx2") narrows the
+ * families the host is taken to run, as if it lacked the others. */
 GKA_API const char *gka_cpu_family(void);
 GKA_API gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
 GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
