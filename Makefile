@@ -29,7 +29,8 @@ demo: build
 	@$(BUILD)/demo/gka_demo
 
 test: build
-	@$(CTEST) --test-dir $(BUILD) --output-on-failure -j2
+	@$(CTEST) --test-dir $(BUILD) --output-on-failure -j2; status=$$?; \
+	  $(VENV)/bin/python scripts/skipped_tests.py $(BUILD); exit $$status
 
 install: build
 	@$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

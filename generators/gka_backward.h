@@ -90,10 +90,12 @@ inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *dir
         t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * key;
         dprob_less_delta = t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b);
     }
+    // strict_float: in this order. (Halide lets LLVM reassociate products,
+    // and P times 1/sigma^2 alone can be a denormal, flushed to 0.)
     const Expr prob = t.prob(v.j, v.i, v.h, v.b);
-    t.dscore(v.j, v.i, v.h, v.b) = prob * (dprob_less_delta * scale);
-    t.dsigma_term(v.j, v.i, v.h, v.b) =
-        (prob * t.score(v.j, v.i, v.h, v.b)) * (dprob_less_delta * (-2.0f / sigma(v.h)));
+    t.dscore(v.j, v.i, v.h, v.b) = Halide::strict_float(prob * (dprob_less_delta * scale));
+    t.dsigma_term(v.j, v.i, v.h, v.b) = Halide::strict_float(
+        (prob * t.score(v.j, v.i, v.h, v.b)) * (dprob_less_delta * (-2.0f / sigma(v.h))));
     return t;
 }
 

@@ -85,6 +85,35 @@ TEST_CASE("translation: a common offset of up to 100x the features' spread", "[a
     }
 }
 
+TEST_CASE("the direct form's variants are named, and what a direct call runs", "[accuracy]") {
+    const gka_shape shape{1, 70, 2, 16};
+    const Problem p = gaussian_problem(shape, causal, {4.0f, 2.0f}, 1.0, 0.0, 23);  // smooth
+    for (const std::string &family : gka_test::runnable_families()) {
+        INFO("family " << family);
+        REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
+        for (const char *form : {"auto", "direct"}) {
+            INFO("score form " << form);
+            REQUIRE(gka_set_score_form(form) == GKA_OK);
+            const bool direct = std::string(form) == "direct";
+            const char *forward = gka_kernel_variant(family.c_str(), direct ? "forward_direct" : "forward", shape, causal, nullptr);
+            const char *backward = gka_kernel_variant(family.c_str(), direct ? "backward_direct" : "backward", shape, causal, nullptr);
+            REQUIRE(forward != nullptr);
+            REQUIRE(backward != nullptr);
+            CHECK((std::string(forward).find("_direct") != std::string::npos) == direct);
+            CHECK((std::string(backward).find("_direct") != std::string::npos) == direct);
+            std::vector<float> y(p.size()), lse(p.rows()), dx(p.size()), dsigma(2);
+            REQUIRE(gka_forward(shape, causal, p.x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
+            CHECK(std::string(gka_last_kernel()) == forward);  // smooth inputs: "auto" keeps the expansion
+            REQUIRE(gka_backward(shape, causal, p.x.data(), p.sigma.data(), y.data(), lse.data(), p.dy.data(), dx.data(),
+                                 dsigma.data()) == GKA_OK);
+            CHECK(std::string(gka_last_kernel()) == backward);
+        }
+    }
+    CHECK(gka_kernel_variant("cuda", "forward_direct", shape, causal, nullptr) == nullptr);  // not compiled for CUDA
+    REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+    REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
+}
+
 TEST_CASE("one-hot and smooth heads side by side in one call", "[accuracy]") {
     for (int64_t D : {4, 16, 64}) {
         const Problem p = gaussian_problem({2, 60, 4, D}, causal, {0.02f, 0.3f, 1.0f, 50.0f}, 1.0, 3.0, 31 + D);

@@ -86,8 +86,10 @@ GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in a
 GKA_API gka_status gka_set_score_form(const char *form); /* NULL or "" = "auto" */
 GKA_API const char *gka_score_form(void);
 
-/* The kernel variant that `pass` ("forward" or "backward") runs for this shape
- * and window on `family` ("avx512", "avx2", "generic" or "cuda"): its name, e.g.
+/* The kernel variant that `pass` runs for this shape and window on `family`
+ * ("avx512", "avx2", "generic" or "cuda"): "forward" or "backward" name the
+ * expansion's variant (what "auto" runs first), "forward_direct" or
+ * "backward_direct" the direct form's (CPU families only). Its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
  * schedule knobs it was compiled with ("name:value,..."; "" = the schedule's
  * defaults). The autotuner's table, schedules/tuned.tsv, gives knobs per shape
