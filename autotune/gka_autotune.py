@@ -69,7 +69,8 @@ def schedule_fingerprint(build, shape):
     h = hashlib.sha256((version("halide") + " " + " ".join(map(str, shape))).encode())
     for path in (generator, os.path.join(ROOT, "cmake", "GkaKernels.cmake"),
                  *(os.path.join(ROOT, p) for p in ("autotune/harness.cpp", "runtime/block_cache.cpp",
-                                                    "tests/reference.cpp", "tests/reference.h"))):
+                                                    "tests/reference.cpp", "tests/reference.h",
+                                                    "tests/contract.cpp", "tests/contract.h"))):
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
@@ -235,7 +236,7 @@ class Trials:
                 sys.exit("autotune: cannot generate the forward for the backward's inputs:\n" + self.generator_error)
             self.inputs = [lib]
         for src, obj in (("autotune/harness.cpp", "harness.o"), ("tests/reference.cpp", "reference.o"),
-                         ("runtime/block_cache.cpp", "block_cache.o")):
+                         ("tests/contract.cpp", "contract.o"), ("runtime/block_cache.cpp", "block_cache.o")):
             r = self.run(cflags + ([kind] if kind and "harness" in src else []) +
                          [os.path.join(ROOT, src), "-o", os.path.join(self.work, obj)])
             if r.returncode:
@@ -260,7 +261,7 @@ class Trials:
         if lib is None:
             return {"status": "invalid", "error": self.generator_error}
         exe = os.path.join(self.work, "harness")
-        objects = [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "block_cache.o")]
+        objects = [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "contract.o", "block_cache.o")]
         r = self.run(["g++"] + objects + [lib, self.baseline] + self.inputs + [os.path.join(self.work, "runtime.a"),
                                           "-lpthread", "-ldl", "-o", exe])
         if r.returncode:

@@ -1,36 +1,18 @@
-// Runs libgka on a reference Problem and judges it by GKA.md's accuracy
-// contract against the double reference: the forward against the reference
-// forward, the backward against the reference backward fed the kernel's own
-// fp32 y and lse (as a trainer passes them). Each error is measured against
-// the magnitude of the terms that make its output (reference.h), with the
-// contract's bounds: y 2e-4, lse 2e-4 absolute, dx and dsigma 2e-3; a
-// magnitude below 1e-30 counts as 1e-30.
+// The test suite's use of the accuracy contract (contract.h): runs libgka on a
+// reference Problem and CHECKs the contract's metric, on every family.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "reference.h"
+#include "contract.h"
 
 namespace gka_test {
-
-struct Outputs {
-    std::vector<float> y, lse, dx, dsigma;
-};
 
 // Forward then backward (fed the kernel's own y and lse) on the running family.
 Outputs run_kernels(const gka_ref::Problem &p);
 
-struct Worst {
-    double ratio = 0;  // max |error| / bound; <= 1 passes
-    std::string where;
-};
-struct Report {
-    Worst y, lse, dx, dsigma;
-};
-
-Report compare(const gka_ref::Problem &p, const Outputs &out);
 // CHECKs every ratio of `r` <= 1, saying what ran (`what`: the family or device) on which problem.
 void check_report(const std::string &what, const gka_ref::Problem &p, const Report &r);
 // Runs on the running CPU family, compares, and checks every ratio <= 1.

@@ -1,0 +1,82 @@
+#include "contract.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace gka_test {
+
+namespace {
+
+void note(Worst &w, double error, double tolerance, const std::string &where) {
+    double ratio = std::isnan(error) ? INFINITY : error / tolerance;
+    if (ratio > w.ratio || w.where.empty()) w = {ratio, where};
+}
+
+std::string position(const char *name, int64_t b, int64_t t, int64_t h, int64_t d = -1) {
+    std::ostringstream s;
+    s << name << "[b=" << b << "][t=" << t << "][h=" << h << "]";
+    if (d >= 0) s << "[d=" << d << "]";
+    return s.str();
+}
+
+}  // namespace
+
+namespace contract {
+constexpr double y = 2e-4, lse = 2e-4, gradient = 2e-3, least_magnitude = 1e-30;
+}
+
+Report compare(const gka_ref::Problem &p, const Outputs &out) {
+    const gka_ref::Forward f = gka_ref::forward(p);
+    const gka_ref::Forward kernel_forward{std::vector<double>(out.y.begin(), out.y.end()),
+                                          std::vector<double>(out.lse.begin(), out.lse.end())};
+    const bool backward_ran = !out.dx.empty();
+    const gka_ref::Backward g = backward_ran ? gka_ref::backward(p, kernel_forward) : gka_ref::Backward{};
+    const int64_t B = p.shape.batch, T = p.shape.seq_len, H = p.shape.heads, D = p.shape.head_dim;
+    auto bound = [](double relative, double magnitude) {
+        return relative * std::max(magnitude, contract::least_magnitude);
+    };
+    Report r;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++) {
+                const int64_t row = p.row(b, h, t);
+                note(r.lse, std::abs(out.lse[row] - f.lse[row]), contract::lse, position("lse", b, t, h));
+                // |y - y_ref| <= 2e-4 * sum_j P_ij |x_j|, the sum of the terms' absolute values.
+                std::vector<double> magnitude(D);
+                for (int64_t j = 0; j < T; j++) {
+                    if (!p.allowed(t, j)) continue;
+                    double sq = 0;
+                    for (int64_t d = 0; d < D; d++) {
+                        double diff = double(p.x[p.at(b, t, h) + d]) - p.x[p.at(b, j, h) + d];
+                        sq += diff * diff;
+                    }
+                    const double w = std::exp(-sq / (2.0 * p.sigma[h] * p.sigma[h]) - f.lse[row]);
+                    for (int64_t d = 0; d < D; d++) magnitude[d] += w * std::abs(p.x[p.at(b, j, h) + d]);
+                }
+                for (int64_t d = 0; d < D; d++) {
+                    const int64_t k = p.at(b, t, h) + d;
+                    note(r.y, std::abs(out.y[k] - f.y[k]), bound(contract::y, magnitude[d]),
+                         position("y", b, t, h, d));
+                }
+            }
+    if (!backward_ran) return r;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t d = 0; d < D; d++) {
+                    const int64_t k = p.at(b, t, h) + d;
+                    note(r.dx, std::abs(out.dx[k] - g.dx[k]), bound(contract::gradient, g.dx_magnitude[k]),
+                         position("dx", b, t, h, d));
+                }
+    for (int64_t h = 0; h < H; h++) {
+        std::ostringstream where;
+        where << "dsigma[" << h << "] (kernel " << out.dsigma[h] << ", reference " << g.dsigma[h] << ", magnitude "
+              << g.dsigma_magnitude[h] << ")";
+        note(r.dsigma, std::abs(out.dsigma[h] - g.dsigma[h]), bound(contract::gradient, g.dsigma_magnitude[h]),
+             where.str());
+    }
+    return r;
+}
+
+}  // namespace gka_test

@@ -1,0 +1,34 @@
+// GKA.md's accuracy contract as a metric: a kernel's outputs against the
+// double reference, the forward against the reference forward, the backward
+// against the reference backward fed the kernel's own fp32 y and lse (as a
+// trainer passes them). Each error is measured against the magnitude of the
+// terms that make its output (reference.h), with the contract's bounds: y
+// 2e-4, lse 2e-4 absolute, dx and dsigma 2e-3; a magnitude below 1e-30 counts
+// as 1e-30. Free of Catch2: the test suite (check.h) and the autotuner's
+// harness judge by this one metric.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reference.h"
+
+namespace gka_test {
+
+// A kernel's outputs; dx and dsigma empty when only the forward ran.
+struct Outputs {
+    std::vector<float> y, lse, dx, dsigma;
+};
+
+struct Worst {
+    double ratio = 0;  // max |error| / bound; <= 1 passes
+    std::string where;
+};
+struct Report {
+    Worst y, lse, dx, dsigma;
+    bool holds() const { return y.ratio <= 1 && lse.ratio <= 1 && dx.ratio <= 1 && dsigma.ratio <= 1; }
+};
+
+Report compare(const gka_ref::Problem &p, const Outputs &out);
+
+}  // namespace gka_test
