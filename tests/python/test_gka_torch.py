@@ -19,8 +19,9 @@ try:
 except ImportError:
     torch = None
     SKIP_MESSAGE = (f"SKIPPED: torch is not installed in {sys.executable}; install with "
-                    f"{sys.executable} -m pip install torch --index-url https://download.pytorch.org/whl/cpu "
-                    "(CPU is enough; see README.md, PyTorch)")
+                    f"{sys.executable} -m pip install torch (PyPI; where download.pytorch.org is reachable, "
+                    "--index-url https://download.pytorch.org/whl/cpu gets the smaller CPU-only wheel; see "
+                    "README.md, PyTorch)")
 if torch is None:
     if __name__ == "__main__":
         print(SKIP_MESSAGE)
