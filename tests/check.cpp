@@ -1,11 +1,8 @@
 #include "check.h"
 
-#include <algorithm>
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
 namespace gka_test {
 
@@ -36,8 +33,8 @@ void check_report(const std::string &what, const gka_ref::Problem &p, const Repo
 
 void check_problem(const gka_ref::Problem &p) {
     const Outputs out = run_kernels(p);
-    const std::string forward_kernel = gka_last_kernel();  // (the backward ran last)
-    check_report(std::string("family ") + gka_cpu_family() + ", last kernel " + forward_kernel, p, compare(p, out));
+    const std::string last_kernel = gka_last_kernel();  // the backward's
+    check_report(std::string("family ") + gka_cpu_family() + ", last kernel " + last_kernel, p, compare(p, out));
 }
 
 std::vector<std::string> runnable_families() {
@@ -57,6 +54,7 @@ void for_each_family_and_form(const std::function<void()> &body) {
         for (const char *form : {"auto", "direct"}) {
             INFO("family " << family << ", score form " << form);
             REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
+            REQUIRE(std::string(gka_cpu_family()) == family);
             REQUIRE(gka_set_score_form(form) == GKA_OK);
             body();
         }
