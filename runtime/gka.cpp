@@ -159,16 +159,18 @@ gka_status check_arguments(const gka_shape &s, const gka_window &w, const float 
         return fail(GKA_ERR_INVALID_ARGUMENT, "window (" + std::to_string(w.left) + ", " +
                                                   std::to_string(w.right) + "): left and right must be >= -1");
     }
+    // Checked before sigma is read, so that a shape past the limit is refused
+    // without scanning sigma over the heads it claims.
+    __int128 elements = __int128(s.batch) * s.seq_len * s.heads * s.head_dim;
+    if (elements > max_elements) {
+        return fail(GKA_ERR_UNSUPPORTED, "shape has " + std::to_string(int64_t(elements > INT64_MAX ? INT64_MAX : elements)) +
+                                             " elements per tensor; the kernels address at most 2^31 - 1");
+    }
     for (int64_t h = 0; sigma_on_host && h < s.heads; h++) {
         if (!std::isfinite(sigma[h]) || !(sigma[h] > 0.0f)) {
             return fail(GKA_ERR_INVALID_ARGUMENT, "sigma[" + std::to_string(h) + "] = " + std::to_string(sigma[h]) +
                                                       ": each sigma must be finite and > 0");
         }
-    }
-    __int128 elements = __int128(s.batch) * s.seq_len * s.heads * s.head_dim;
-    if (elements > max_elements) {
-        return fail(GKA_ERR_UNSUPPORTED, "shape has " + std::to_string(int64_t(elements > INT64_MAX ? INT64_MAX : elements)) +
-                                             " elements per tensor; the kernels address at most 2^31 - 1");
     }
     return GKA_OK;
 }
