@@ -7,20 +7,26 @@ PREFIX  ?= /usr/local
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
-.PHONY: all setup configure build demo test install bench bench-full compare autotune autotune-report clean
+.PHONY: all setup configure build demo test test-asan test-tsan fuzz install bench bench-full compare \
+        autotune autotune-report clean
 
 all: build
 
 setup:
 	@bash scripts/setup.sh
 
-configure: setup
-	@if [ ! -f $(BUILD)/build.ninja ]; then \
+# $(call configure,folder,more CMake arguments): a build folder, once.
+define configure
+	@if [ ! -f $(1)/build.ninja ]; then \
 	  halide=$$($(VENV)/bin/python -c 'import halide; print(halide.install_dir())') && \
-	  $(CMAKE) -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  $(CMAKE) -G Ninja -S . -B $(1) -DCMAKE_BUILD_TYPE=Release \
 	    -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python \
-	    -DHalide_DIR=$$halide/lib64/cmake/Halide -DHalideHelpers_DIR=$$halide/lib64/cmake/HalideHelpers; \
+	    -DHalide_DIR=$$halide/lib64/cmake/Halide -DHalideHelpers_DIR=$$halide/lib64/cmake/HalideHelpers $(2); \
 	fi
+endef
+
+configure: setup
+	$(call configure,$(BUILD))
 
 build: configure
 	@$(CMAKE) --build $(BUILD)
@@ -31,6 +37,42 @@ demo: build
 test: build
 	@$(CTEST) --test-dir $(BUILD) --output-on-failure -j2; status=$$?; \
 	  $(VENV)/bin/python scripts/skipped_tests.py $(BUILD); exit $$status
+
+# The C++ suite (CTest label cpp) under sanitizers, each in a build folder of its
+# own, compiled with clang: libgka's runtime and the tests are instrumented. The
+# ASan build generates its kernels with Halide's asan checks (minutes, the first
+# time); the TSan build links the main build's. TSan runs the C ABI's tests
+# ([api], [env]: concurrency, determinism, thread and family control) with more
+# threads than cores; the accuracy tests' reference loops would take it too long.
+ASAN_BUILD := build-asan
+TSAN_BUILD := build-tsan
+ASAN := address,undefined
+CLANG := -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+test-asan:
+	@bash scripts/setup.sh sanitizers
+	$(call configure,$(ASAN_BUILD),$(CLANG) -DGKA_SANITIZE=$(ASAN) -DGKA_KERNEL_FEATURES=asan)
+	@$(CMAKE) --build $(ASAN_BUILD) --target gka_tests gka_env_tests gka_cuda_tests
+	@$(CTEST) --test-dir $(ASAN_BUILD) -L cpp --output-on-failure -j2
+
+test-tsan: build
+	@bash scripts/setup.sh sanitizers
+	$(call configure,$(TSAN_BUILD),$(CLANG) -DGKA_SANITIZE=thread -DGKA_KERNEL_FEATURES=tsan \
+	  -DGKA_KERNELS_FROM=$(CURDIR)/$(BUILD))
+	@$(CMAKE) --build $(TSAN_BUILD) --target gka_tests gka_env_tests
+	@GKA_NUM_THREADS=6 $(CTEST) --test-dir $(TSAN_BUILD) -L cpp -R 'gka\.(env\.|four threads|repeated calls|thread count|CPU family)' \
+	  --output-on-failure -j2
+
+# libFuzzer over the C ABI (fuzz/gka_fuzz.cpp) for FUZZ_SECONDS, in the ASan
+# build: it starts from fuzz/corpus and keeps what it finds in
+# build-asan/fuzz-corpus; a failing input is saved as build-asan/crash-*.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@bash scripts/setup.sh sanitizers
+	$(call configure,$(ASAN_BUILD),$(CLANG) -DGKA_SANITIZE=$(ASAN) -DGKA_KERNEL_FEATURES=asan)
+	@$(CMAKE) --build $(ASAN_BUILD) --target gka_fuzz
+	@mkdir -p $(ASAN_BUILD)/fuzz-corpus
+	@$(ASAN_BUILD)/fuzz/gka_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 -print_final_stats=1 \
+	  -artifact_prefix=$(ASAN_BUILD)/ $(ASAN_BUILD)/fuzz-corpus fuzz/corpus
 
 install: build
 	@$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
@@ -71,4 +113,4 @@ autotune-report: build
 	@$(VENV)/bin/python autotune/compare.py --out $(BUILD)/autotune-report
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -8,6 +8,15 @@ set(GKA_TARGET_avx512 x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake
 # compiles for the GPU it runs on (H100/H200 included). Its kernels take a
 # user_context, through which libgka passes the caller's stream.
 set(GKA_TARGET_cuda x86-64-linux-sse41-cuda-cuda_capability_80-user_context)
+# Halide target features added to every kernel's and the runtime's target
+# ("asan" in the ASan build).
+set(GKA_KERNEL_FEATURES "" CACHE STRING "Halide target features added to every kernel's target, '-'-separated")
+if (GKA_KERNEL_FEATURES)
+    foreach (family IN LISTS GKA_FAMILIES ITEMS cuda)
+        string(APPEND GKA_TARGET_${family} -${GKA_KERNEL_FEATURES})
+    endforeach ()
+    set(GKA_RUNTIME_FEATURES -${GKA_KERNEL_FEATURES})
+endif ()
 set(GKA_KERNELS gka_forward gka_backward)
 # Head dims compiled with constant loops; "any" serves every other head dim.
 set(GKA_HEAD_DIMS 64 128 any)
@@ -40,6 +49,21 @@ foreach (row IN LISTS tuned_rows)
         list(APPEND GKA_CLASSES_${family}_${kernel}_${head_dim} "${window}|${seq_len}|${knobs}")
     endif ()
 endforeach ()
+
+# A build that links the kernels another build folder generated (the TSan
+# build: its kernels are the same object code, and generating them again
+# would take minutes): GKA_KERNELS_FROM names that folder.
+set(GKA_KERNELS_FROM "" CACHE PATH "A build folder whose generated kernels this build links instead of generating its own")
+function(gka_import_kernel name)
+    set(library ${GKA_KERNELS_FROM}/runtime/lib${name}.a)
+    if (NOT EXISTS ${library})
+        message(FATAL_ERROR "GKA_KERNELS_FROM: ${library} is missing; build ${GKA_KERNELS_FROM} first")
+    endif ()
+    add_library(${name} STATIC IMPORTED GLOBAL)
+    set_target_properties(${name} PROPERTIES IMPORTED_LOCATION ${library}
+                                             INTERFACE_INCLUDE_DIRECTORIES ${GKA_KERNELS_FROM}/runtime
+                                             INTERFACE_LINK_LIBRARIES Halide::Runtime)
+endfunction()
 
 # gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
 # [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults] [SCORES expansion|direct])
@@ -95,16 +119,20 @@ function(gka_add_kernel kernel family head_dim)
     if (arg_SCORES STREQUAL "direct")
         string(APPEND name _direct)
     endif ()
-    add_halide_library(
-        ${name} FROM gka.generator
-        GENERATOR ${kernel}
-        FUNCTION_NAME ${name}
-        TARGETS ${GKA_TARGET_${family}}
-        USE_RUNTIME gka_halide_runtime
-        STMT ${name}_stmt
-        ASSEMBLY ${name}_asm
-        ${params}
-    )
+    if (GKA_KERNELS_FROM)
+        gka_import_kernel(${name})
+    else ()
+        add_halide_library(
+            ${name} FROM gka.generator
+            GENERATOR ${kernel}
+            FUNCTION_NAME ${name}
+            TARGETS ${GKA_TARGET_${family}}
+            USE_RUNTIME gka_halide_runtime
+            STMT ${name}_stmt
+            ASSEMBLY ${name}_asm
+            ${params}
+        )
+    endif ()
     string(TOUPPER ${arg_WINDOW} window)
     set(where cpu)
     if (family STREQUAL "cuda")

@@ -2,11 +2,21 @@
 # Installs everything the build needs on a fresh machine: Debian packages and a
 # project-local virtual environment (.venv) with Halide 21, CMake and ninja from PyPI.
 # Idempotent: a second run only checks and takes a second or two.
+# Optional parts, named as arguments: `sanitizers` (clang with its sanitizer
+# and libFuzzer runtimes, for make test-asan, test-tsan and fuzz) and `torch`
+# (PyTorch from PyPI into .venv, for the PyTorch tests; about 5 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
 
-apt_packages=(catch2 libbenchmark-dev libopenblas-dev pkg-config python3-venv)
+apt_packages=(catch2 libbenchmark-dev libopenblas-dev pkg-config python3-venv valgrind)
+for part in "$@"; do
+  case "$part" in
+    sanitizers) apt_packages+=(clang libclang-rt-dev) ;;
+    torch) ;;
+    *) echo "setup: unknown part '$part' (sanitizers, torch)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,4 +36,9 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$requirements" "$stamp"; then
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q -r "$requirements"
   cp "$requirements" "$stamp"
+fi
+
+if [[ " $* " == *" torch "* ]] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  echo "setup: installing torch from PyPI into $venv (about 5 GB with its CUDA libraries)"
+  "$venv/bin/python" -m pip install -q torch
 fi

@@ -1,0 +1,219 @@
+// libFuzzer target over libgka's C ABI. Each input decodes into one call
+// (both entry points) on a CPU family, score form and thread count it picks:
+// - a valid problem, from the randomized accuracy test's generator or at the
+//   validator's edges (head dims to 130, any window), judged against the
+//   double reference by GKA.md's accuracy contract;
+// - an invalid one (a dimension < 1, a window bound < -1, a NULL pointer, a
+//   sigma not finite and > 0, a shape past 32-bit indexing), which must fail
+//   with a message and write nothing;
+// - non-finite features, whose outputs the contract leaves open but which
+//   must return and stay within the outputs.
+// Every buffer sits between canaries, and inputs must come back unchanged.
+// A failure prints what broke and aborts, so libFuzzer keeps the input.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "contract.h"
+#include "gka/gka.h"
+#include "random_problem.h"
+
+namespace {
+
+class BytesDraws : public gka_test::Draws {
+public:
+    explicit BytesDraws(FuzzedDataProvider &bytes) : bytes_(bytes) {}
+    int64_t uniform(int64_t lo, int64_t hi) override { return bytes_.ConsumeIntegralInRange(lo, hi); }
+    double unit() override { return bytes_.ConsumeProbability<double>(); }
+    uint64_t bits() override { return bytes_.ConsumeIntegral<uint64_t>(); }
+
+private:
+    FuzzedDataProvider &bytes_;
+};
+
+[[noreturn]] void broken(const std::string &what) {
+    std::fprintf(stderr, "gka_fuzz: %s (last kernel %s, last error '%s')\n", what.c_str(), gka_last_kernel(),
+                 gka_last_error());
+    std::abort();
+}
+
+// n floats between canaries: whatever runs may touch the n floats and nothing beside them.
+class Guarded {
+public:
+    Guarded(const std::vector<float> &values) : v_(pad) {
+        v_.insert(v_.end(), values.begin(), values.end());
+        v_.resize(v_.size() + pad);
+        std::fill_n(v_.begin(), pad, canary_value());
+        std::fill_n(v_.end() - pad, pad, canary_value());
+        values_ = values;
+    }
+    Guarded(size_t n, float fill) : Guarded(std::vector<float>(n, fill)) {}
+    float *data() { return v_.data() + pad; }
+    std::vector<float> values() const { return {v_.begin() + pad, v_.end() - pad}; }
+    // The canaries intact and, if `unchanged`, the n floats as they were (bitwise).
+    void check(const char *name, bool unchanged) const {
+        for (size_t k = 0; k < pad; k++)
+            if (bits(v_[k]) != bits(canary_value()) || bits(v_[v_.size() - 1 - k]) != bits(canary_value()))
+                broken(std::string("a canary beside ") + name + " was overwritten");
+        if (unchanged && !values_.empty() &&
+            std::memcmp(v_.data() + pad, values_.data(), values_.size() * sizeof(float)) != 0)
+            broken(std::string(name) + " changed");
+    }
+
+private:
+    static constexpr size_t pad = 64;
+    static float canary_value() { return std::numeric_limits<float>::quiet_NaN() * -1.0f; }
+    static uint32_t bits(float f) {
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        return u;
+    }
+    std::vector<float> v_, values_;
+};
+
+struct Call {
+    gka_ref::Problem p;
+    Guarded x, sigma, dy, y, lse, dx, dsigma;
+    explicit Call(const gka_ref::Problem &problem)
+        : p(problem), x(p.x), sigma(p.sigma), dy(p.dy), y(size(p), fill), lse(rows(p), fill), dx(size(p), fill),
+          dsigma(p.sigma.size(), fill) {}
+    static constexpr float fill = -12345.0f;
+    // The shape may claim more than the buffers hold only where validation must refuse it.
+    static size_t size(const gka_ref::Problem &p) { return p.x.size(); }
+    static size_t rows(const gka_ref::Problem &p) {
+        return p.x.size() / size_t(std::max<int64_t>(1, p.shape.head_dim));
+    }
+    gka_status forward(const float *x_arg, const float *sigma_arg, float *y_arg, float *lse_arg) {
+        return gka_forward(p.shape, p.window, x_arg, sigma_arg, y_arg, lse_arg);
+    }
+    gka_status forward() { return forward(x.data(), sigma.data(), y.data(), lse.data()); }
+    gka_status backward() {
+        return gka_backward(p.shape, p.window, x.data(), sigma.data(), y.data(), lse.data(), dy.data(), dx.data(),
+                            dsigma.data());
+    }
+    void check_buffers(bool outputs_untouched) const {
+        x.check("x", true);
+        sigma.check("sigma", true);
+        dy.check("dy", true);
+        for (const auto &[buffer, name] : {std::pair{&y, "y"}, {&lse, "lse"}, {&dx, "dx"}, {&dsigma, "dsigma"}})
+            buffer->check(name, outputs_untouched);
+    }
+};
+
+void run_valid(const gka_test::RandomProblem &drawn) {
+    Call call(drawn.p);
+    if (call.forward() != GKA_OK) broken(std::string("a valid forward failed: ") + gka_last_error());
+    if (call.backward() != GKA_OK) broken(std::string("a valid backward failed: ") + gka_last_error());
+    call.check_buffers(false);
+    gka_test::Report r = gka_test::compare(drawn.p, {call.y.values(), call.lse.values(), call.dx.values(),
+                                                     call.dsigma.values()});
+    if (gka_test::in_known_gap(drawn, gka_last_kernel())) r.dsigma.ratio = 0;
+    if (!r.holds()) {
+        const gka_shape &s = drawn.p.shape;
+        broken("the accuracy contract fails on B=" + std::to_string(s.batch) + " T=" + std::to_string(s.seq_len) +
+               " H=" + std::to_string(s.heads) + " D=" + std::to_string(s.head_dim) + " window (" +
+               std::to_string(drawn.p.window.left) + ", " + std::to_string(drawn.p.window.right) +
+               "): error / bound y " + std::to_string(r.y.ratio) + " at " + r.y.where + ", lse " +
+               std::to_string(r.lse.ratio) + " at " + r.lse.where + ", dx " + std::to_string(r.dx.ratio) + " at " +
+               r.dx.where + ", dsigma " + std::to_string(r.dsigma.ratio) + " at " + r.dsigma.where);
+    }
+}
+
+// Shapes at the validator's edges: head dims to 130 (the d64, d128 and any
+// variants), windows of any span up to past T. Sized so the reference stays quick.
+gka_test::RandomProblem edge_problem(gka_test::Draws &draw) {
+    const int64_t D = draw.uniform(1, 130), T = draw.uniform(1, D > 32 ? 80 : 200);
+    const gka_shape shape{draw.uniform(1, 2), T, draw.uniform(1, 3), D};
+    const gka_window window{draw.uniform(-1, T + 2), draw.uniform(-1, T + 2)};
+    std::vector<float> sigma(shape.heads);
+    for (float &s : sigma) s = float(std::sqrt(double(D)) * draw.log_uniform(0.05, 20));
+    return {gka_test::gaussian_problem(shape, window, sigma, 1.0, draw.uniform(0, 1) ? 3.0 : 0.0, draw.bits()), false};
+}
+
+void run_invalid(gka_test::Draws &draw) {
+    gka_ref::Problem p = gka_test::gaussian_problem({draw.uniform(1, 2), draw.uniform(1, 9), draw.uniform(1, 3),
+                                                     draw.uniform(1, 9)},
+                                                    {draw.uniform(-1, 4), draw.uniform(-1, 4)}, {}, 1.0, 0.0, 1);
+    p.sigma.assign(p.shape.heads, 1.0f);
+    const float bad_sigmas[] = {0.0f, -1.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+    int null_argument = -1;
+    gka_status expected = GKA_ERR_INVALID_ARGUMENT;
+    switch (draw.uniform(0, 4)) {
+    case 0: (&p.shape.batch)[draw.uniform(0, 3)] = -draw.uniform(0, 1000); break;
+    case 1: (draw.uniform(0, 1) ? p.window.left : p.window.right) = -draw.uniform(2, 1000); break;
+    case 2: p.sigma[draw.uniform(0, p.shape.heads - 1)] = bad_sigmas[draw.uniform(0, 5)]; break;
+    case 3: null_argument = int(draw.uniform(0, 6)); break;
+    default:  // the buffers stay small: validation refuses before any is read
+        (&p.shape.batch)[draw.uniform(0, 3)] = draw.uniform(int64_t(1) << 31, std::numeric_limits<int64_t>::max());
+        expected = GKA_ERR_UNSUPPORTED;
+    }
+    Call call(p);
+    float *pointers[] = {call.x.data(), call.sigma.data(), call.y.data(), call.lse.data(), call.dy.data(),
+                         call.dx.data(), call.dsigma.data()};
+    // Forward: x, sigma, y, lse; backward: x, sigma, y, lse, dy, dx, dsigma.
+    auto arg = [&](int k) { return k == null_argument ? nullptr : pointers[k]; };
+    const gka_status forward = gka_forward(p.shape, p.window, arg(0), arg(1), arg(2), arg(3));
+    const bool forward_refused = forward != GKA_OK && *gka_last_error() != '\0';
+    const gka_status backward = gka_backward(p.shape, p.window, arg(0), arg(1), arg(2), arg(3), arg(4), arg(5),
+                                             arg(6));
+    const bool backward_refused = backward != GKA_OK && *gka_last_error() != '\0';
+    // A NULL backward-only argument (dy, dx, dsigma) leaves the forward valid.
+    const bool forward_valid = null_argument >= 4;
+    if (forward_valid ? forward != GKA_OK : (forward != expected || !forward_refused))
+        broken("the forward answered " + std::to_string(forward) + " to an invalid call, not " +
+               std::to_string(expected));
+    if (backward != expected || !backward_refused)
+        broken("the backward answered " + std::to_string(backward) + " to an invalid call, not " +
+               std::to_string(expected));
+    call.check_buffers(!forward_valid);
+    call.dx.check("dx", true);
+    call.dsigma.check("dsigma", true);
+}
+
+void run_non_finite(gka_test::Draws &draw) {
+    gka_test::RandomProblem drawn = gka_test::random_problem(draw);
+    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::max()};
+    std::vector<float> &target = draw.uniform(0, 1) ? drawn.p.x : drawn.p.dy;
+    for (int64_t k = draw.uniform(1, 4); k > 0; k--)
+        target[draw.uniform(0, int64_t(target.size()) - 1)] = specials[draw.uniform(0, 3)];
+    Call call(drawn.p);
+    call.forward();
+    call.backward();
+    call.check_buffers(false);
+}
+
+const std::vector<std::string> &families() {
+    static const std::vector<std::string> runnable = [] {
+        std::vector<std::string> f;
+        for (const char *name : {"avx512", "avx2", "generic"})
+            if (gka_cpu_family_supported(name)) f.push_back(name);
+        return f;
+    }();
+    return runnable;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    FuzzedDataProvider bytes(data, size);
+    BytesDraws draw(bytes);
+    const std::string &family = families()[draw.uniform(0, int64_t(families().size()) - 1)];
+    if (gka_set_cpu_family(family.c_str()) != GKA_OK) broken("cannot force family " + family);
+    if (gka_set_score_form(draw.uniform(0, 1) ? "auto" : "direct") != GKA_OK) broken("cannot set the score form");
+    if (gka_set_num_threads(int(draw.uniform(1, 4))) != GKA_OK) broken("cannot set the thread count");
+    switch (draw.uniform(0, 7)) {
+    case 0: run_invalid(draw); break;
+    case 1: run_non_finite(draw); break;
+    case 2: run_valid(edge_problem(draw)); break;
+    default: run_valid(gka_test::random_problem(draw));
+    }
+    return 0;
+}
