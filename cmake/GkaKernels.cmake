@@ -1,9 +1,11 @@
 # The CPU target families and the helper that instantiates a GKA kernel for one.
 # Each family is its own Halide target; libgka picks among them at run time.
 set(GKA_FAMILIES generic avx2 avx512)
-set(GKA_TARGET_generic x86-64-linux-sse41)
-set(GKA_TARGET_avx2 x86-64-linux-sse41-avx-f16c-fma-avx2)
-set(GKA_TARGET_avx512 x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake)
+# large_buffers: 64-bit addressing, so that every shape validation accepts
+# (up to 2^31 - 1 elements a tensor) runs, whose intermediates pass 2 GB.
+set(GKA_TARGET_generic x86-64-linux-sse41-large_buffers)
+set(GKA_TARGET_avx2 x86-64-linux-sse41-avx-f16c-fma-avx2-large_buffers)
+set(GKA_TARGET_avx512 x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake-large_buffers)
 # The CUDA family: PTX for compute capability 8.0 (A100), which the driver JIT-
 # compiles for the GPU it runs on (H100/H200 included). Its kernels take a
 # user_context, through which libgka passes the caller's stream.

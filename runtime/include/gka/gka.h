@@ -5,6 +5,10 @@
  * pointers are host memory, except in the *_cuda calls (device memory). The window is FlashAttention's (left, right), -1
  * meaning unbounded: (-1,-1) full, (-1,0) causal, (W-1,0) causal sliding window.
  *
+ * Tensors of up to 2^31 - 1 elements (B*T*H*D) are supported; larger shapes
+ * are GKA_ERR_UNSUPPORTED. The CPU passes allocate up to a few tensors' worth
+ * of memory of their own (README, "Sizes").
+ *
  * Every call validates its arguments before touching any output. On failure it
  * returns a status other than GKA_OK and gka_last_error() says why. Calls are
  * thread-safe; the same inputs give bitwise-identical outputs.
