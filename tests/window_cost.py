@@ -16,8 +16,8 @@ import sys
 WINDOW = (255, 0)
 HEAD_DIM = 64
 SEQ_LENS = (512, 2048)
-# valgrind 3.19 stops on an instruction of the AVX2 direct backward (SIGILL):
-# the direct form is counted on SSE4.1.
+# valgrind 3.19 lacks the register form of vmovq (VEX 66 0F D6) that LLVM emits
+# in the AVX2 direct backward (SIGILL there): the direct form is counted on SSE4.1.
 CASES = [("avx2", "auto"), ("generic", "auto"), ("generic", "direct")]
 MOST_GROWTH = 1.25  # per-pair cost at 4x T over that at T; quadratic work gives about 3.2
 
