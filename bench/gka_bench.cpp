@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -120,8 +121,9 @@ void timed(benchmark::internal::Benchmark *b) { b->UseRealTime()->Unit(benchmark
 void register_all(const Mode &m) {
     std::vector<std::string> families = m.families;
     if (families.empty()) {
-        for (const char *f : {"avx512", "avx2", "generic"})
-            if (gka_cpu_family_supported(f)) families.push_back(f);
+        std::istringstream compiled(gka_cpu_families());
+        for (std::string f; std::getline(compiled, f, ',');)
+            if (gka_cpu_family_supported(f.c_str())) families.push_back(f);
     }
     const std::string best = families.front();
     for (const std::string &family : families)

@@ -193,8 +193,8 @@ void run_non_finite(gka_test::Draws &draw) {
 const std::vector<std::string> &families() {
     static const std::vector<std::string> runnable = [] {
         std::vector<std::string> f;
-        for (const char *name : {"avx512", "avx2", "generic"})
-            if (gka_cpu_family_supported(name)) f.push_back(name);
+        for (const std::string &name : gka_test::compiled_families())
+            if (gka_cpu_family_supported(name.c_str())) f.push_back(name);
         return f;
     }();
     return runnable;

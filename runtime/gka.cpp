@@ -74,7 +74,7 @@ gka_status force_family(const char *name) {
     const CpuFamily *f = gka::find_cpu_family(name);
     if (f == nullptr) {
         return fail(GKA_ERR_INVALID_ARGUMENT,
-                    std::string("unknown CPU family '") + name + "' (families: avx512, avx2, generic)");
+                    std::string("unknown CPU family '") + name + "' (families: " + gka_cpu_families() + ")");
     }
     if (!host_runs(*f)) {
         return fail(GKA_ERR_UNSUPPORTED, std::string("CPU family '") + name + "' cannot run on this host" +
@@ -303,6 +303,17 @@ gka_status gka_set_cpu_family(const char *family) {
     last_error.clear();
     std::call_once(initialized, initialize);
     return force_family(family);
+}
+
+const char *gka_cpu_families(void) {
+    static const std::string listed = [] {
+        int n = 0;
+        const CpuFamily *families = gka::cpu_families(&n);
+        std::string names;
+        for (int k = 0; k < n; k++) names += (k ? "," : "") + std::string(families[k].name);
+        return names;
+    }();
+    return listed.c_str();
 }
 
 int gka_cpu_family_supported(const char *family) {

@@ -39,8 +39,8 @@ void check_problem(const gka_ref::Problem &p) {
 
 std::vector<std::string> runnable_families() {
     std::vector<std::string> families;
-    for (const char *f : {"avx512", "avx2", "generic"}) {
-        if (gka_cpu_family_supported(f)) {
+    for (const std::string &f : compiled_families()) {
+        if (gka_cpu_family_supported(f.c_str())) {
             families.push_back(f);
         } else {
             WARN("SKIP family " << f << ": this host's CPU cannot run it");

@@ -177,6 +177,13 @@ TEST_CASE("four threads calling at once get what one thread gets", "[api]") {
 TEST_CASE("CPU family control", "[api]") {
     CHECK(gka_set_cpu_family("sse2") == GKA_ERR_INVALID_ARGUMENT);
     CHECK_THAT(gka_last_error(), Catch::Contains("unknown CPU family 'sse2'"));
+    CHECK_THAT(gka_last_error(), Catch::Contains(std::string("(families: ") + gka_cpu_families() + ")"));
+    // Each compiled family has its kernels, and the last, the baseline, runs here.
+    const std::vector<std::string> compiled = gka_test::compiled_families();
+    REQUIRE(!compiled.empty());
+    for (const std::string &f : compiled)
+        CHECK(gka_kernel_variant(f.c_str(), "forward", {1, 8, 1, 8}, {-1, 0}, nullptr) != nullptr);
+    CHECK(gka_cpu_family_supported(compiled.back().c_str()) == 1);
     CHECK(gka_cpu_family_supported("generic") == 1);  // any x86-64 host with SSE4.1
     CHECK(gka_cpu_family_supported("bogus") == 0);
     // Forcing a family the host cannot run is an error, never a fallback: on

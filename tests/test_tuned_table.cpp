@@ -118,7 +118,7 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
             if (t >= 2) lengths.push_back(t);
     }
     const gka_window windows[] = {{-1, -1}, {-1, 0}, {16, 0}, {255, 0}};
-    for (const char *family : {"avx512", "avx2", "generic"})
+    for (const std::string &family : gka_test::compiled_families())
         for (const char *pass : {"forward", "backward"})
             for (int64_t head_dim : {64, 96, 128})
                 for (int64_t seq_len : lengths)
@@ -126,7 +126,7 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
                         const gka_shape shape{1, seq_len, 8, head_dim};
                         const WindowKind kind = gka::window_kind(w.left, w.right, seq_len);
                         const char *knobs = nullptr;
-                        const char *name = gka_kernel_variant(family, pass, shape, w, &knobs);
+                        const char *name = gka_kernel_variant(family.c_str(), pass, shape, w, &knobs);
                         INFO(family << " " << pass << " D=" << head_dim << " T=" << seq_len << " window (" << w.left
                                     << ", " << w.right << ")");
                         REQUIRE(name != nullptr);

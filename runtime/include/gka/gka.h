@@ -75,6 +75,7 @@ GKA_API const char *gka_last_error(void);
 GKA_API const char *gka_cpu_family(void);
 GKA_API gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
 GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
+GKA_API const char *gka_cpu_families(void); /* those compiled in, best first: "avx512,avx2,generic" */
 
 /* How the CPU kernels form |x_i - x_j|^2. "auto" (the default): the fast
  * expansion |c_i|^2 + |c_j|^2 - 2 c_i.c_j over features centred per (batch,
