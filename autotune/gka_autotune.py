@@ -67,7 +67,7 @@ def schedule_fingerprint(build, shape):
     if not os.path.exists(generator):
         sys.exit(f"autotune: no generator at {generator}: build the project first (make build)")
     h = hashlib.sha256((version("halide") + " " + " ".join(map(str, shape))).encode())
-    for path in (generator, os.path.join(ROOT, "cmake", "GkaKernels.cmake"),
+    for path in (generator, os.path.join(ROOT, "cmake", "families.tsv"),
                  *(os.path.join(ROOT, p) for p in ("autotune/harness.cpp", "runtime/block_cache.cpp",
                                                     "tests/reference.cpp", "tests/reference.h",
                                                     "tests/contract.cpp", "tests/contract.h"))):
@@ -139,16 +139,21 @@ CLASSES = {
 }
 
 
+def families():
+    """cmake/families.tsv's rows (the target families, CPU ones best first)."""
+    with open(os.path.join(ROOT, "cmake", "families.tsv")) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f if line.strip() and not line.startswith("#")]
+    return [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
 def family_targets():
-    text = open(os.path.join(ROOT, "cmake", "GkaKernels.cmake")).read()
-    return dict(re.findall(r"set\(GKA_TARGET_(\w+) (\S+)\)", text))
+    return {f["family"]: f["halide_target"] for f in families()}
 
 
 def host_best_family():
-    flags = open("/proc/cpuinfo").read()
-    if all(f in flags for f in ("avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512cd")):
-        return "avx512"
-    return "avx2" if "avx2" in flags and "fma" in flags else "generic"
+    flags = set(re.findall(r"^flags\s*:\s*(.*)$", open("/proc/cpuinfo").read(), re.M)[0].split())
+    cpu = [f for f in families() if f["kind"] == "cpu"]
+    return next((f["family"] for f in cpu if flags >= set(f["host_features"].split(","))), cpu[-1]["family"])
 
 
 def host_cpu():

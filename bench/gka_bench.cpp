@@ -14,11 +14,11 @@
 #include <cstring>
 #include <map>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "families.h"
 #include "gka/gka.h"
 #include "reference.h"
 #include "yardsticks.h"
@@ -121,8 +121,7 @@ void timed(benchmark::internal::Benchmark *b) { b->UseRealTime()->Unit(benchmark
 void register_all(const Mode &m) {
     std::vector<std::string> families = m.families;
     if (families.empty()) {
-        std::istringstream compiled(gka_cpu_families());
-        for (std::string f; std::getline(compiled, f, ',');)
+        for (const std::string &f : gka_test::compiled_families())
             if (gka_cpu_family_supported(f.c_str())) families.push_back(f);
     }
     const std::string best = families.front();

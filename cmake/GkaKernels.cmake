@@ -1,20 +1,36 @@
-# The CPU target families and the helper that instantiates a GKA kernel for one.
-# Each family is its own Halide target; libgka picks among them at run time.
-set(GKA_FAMILIES generic avx2 avx512)
-# large_buffers: 64-bit addressing, so that every shape validation accepts
-# (up to 2^31 - 1 elements a tensor) runs, whose intermediates pass 2 GB.
-set(GKA_TARGET_generic x86-64-linux-sse41-large_buffers)
-set(GKA_TARGET_avx2 x86-64-linux-sse41-avx-f16c-fma-avx2-large_buffers)
-set(GKA_TARGET_avx512 x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake-large_buffers)
-# The CUDA family: PTX for compute capability 8.0 (A100), which the driver JIT-
-# compiles for the GPU it runs on (H100/H200 included). Its kernels take a
-# user_context, through which libgka passes the caller's stream.
-set(GKA_TARGET_cuda x86-64-linux-sse41-cuda-cuda_capability_80-user_context)
+# The target families (cmake/families.tsv, the one list of them) and the
+# helper that instantiates a GKA kernel for one. Each family is its own Halide
+# target; libgka picks among the CPU ones at run time. From the table:
+# GKA_FAMILIES (the CPU families, best first), GKA_CUDA_FAMILIES, and per
+# family GKA_TARGET_<f> and GKA_HOST_FEATURES_<f>.
+set(GKA_FAMILIES "")
+set(GKA_CUDA_FAMILIES "")
+file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/families.tsv family_rows REGEX "^[^#]")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/families.tsv)
+list(POP_FRONT family_rows)  # the header
+foreach (row IN LISTS family_rows)
+    string(REPLACE "\t" ";" fields "${row}")
+    list(LENGTH fields n)
+    if (NOT n EQUAL 4)
+        message(FATAL_ERROR "cmake/families.tsv: a row needs family, halide_target, host_features, kind: '${row}'")
+    endif ()
+    list(GET fields 0 family)
+    list(GET fields 1 GKA_TARGET_${family})
+    list(GET fields 2 GKA_HOST_FEATURES_${family})
+    list(GET fields 3 kind)
+    if (kind STREQUAL "cpu")
+        list(APPEND GKA_FAMILIES ${family})
+    elseif (kind STREQUAL "cuda")
+        list(APPEND GKA_CUDA_FAMILIES ${family})
+    else ()
+        message(FATAL_ERROR "cmake/families.tsv: kind must be cpu or cuda: '${row}'")
+    endif ()
+endforeach ()
 # Halide target features added to every kernel's and the runtime's target
 # ("asan" in the ASan build).
 set(GKA_KERNEL_FEATURES "" CACHE STRING "Halide target features added to every kernel's target, '-'-separated")
 if (GKA_KERNEL_FEATURES)
-    foreach (family IN LISTS GKA_FAMILIES ITEMS cuda)
+    foreach (family IN LISTS GKA_FAMILIES GKA_CUDA_FAMILIES)
         string(APPEND GKA_TARGET_${family} -${GKA_KERNEL_FEATURES})
     endforeach ()
     set(GKA_RUNTIME_FEATURES -${GKA_KERNEL_FEATURES})
@@ -137,7 +153,7 @@ function(gka_add_kernel kernel family head_dim)
     endif ()
     string(TOUPPER ${arg_WINDOW} window)
     set(where cpu)
-    if (family STREQUAL "cuda")
+    if (family IN_LIST GKA_CUDA_FAMILIES)
         set(where cuda)
     endif ()
     set(GKA_VARIANTS_${kernel}_${where} "${GKA_VARIANTS_${kernel}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES})" PARENT_SCOPE)

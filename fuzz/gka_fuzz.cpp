@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "contract.h"
+#include "families.h"
 #include "gka/gka.h"
 #include "random_problem.h"
 

@@ -9,6 +9,8 @@
 // the weight 1 of a query's own key.
 #pragma once
 
+#include <cstdint>
+
 namespace gka {
 
 // Runs this thread, for its lifetime, in the default float mode (round to
@@ -23,7 +25,7 @@ public:
     DenormalsFlushed &operator=(const DenormalsFlushed &) = delete;
 
 private:
-    unsigned saved_mode_;
+    uint64_t saved_mode_;
 };
 
 // Runs each task of Halide's thread pool under DenormalsFlushed. (Workers

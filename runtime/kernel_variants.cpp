@@ -1,28 +1,18 @@
 #include "kernel_variants.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
-#include "gka_kernel_variants.h"  // generated: the kernels' headers and the variant lists
+#include "arch.h"
+#include "gka_kernel_variants.h"  // generated: the families, the kernels' headers and the variant lists
 
 namespace gka {
 namespace {
 
-// The features each family's Halide target assumes (cmake/GkaKernels.cmake).
-bool has_avx512_skylake() {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-bool has_avx2_fma() {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx");
-}
-bool has_sse41() { return __builtin_cpu_supports("sse4.1"); }
-
-const CpuFamily families[] = {
-    {"avx512", has_avx512_skylake},
-    {"avx2", has_avx2_fma},
-    {"generic", has_sse41},
-};
+#define GKA_CPU_FAMILY(family, host_features) {#family, host_features},
+const CpuFamily families[] = {GKA_CPU_FAMILIES};
+#undef GKA_CPU_FAMILY
 
 #define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs, scores) \
     {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, Scores::scores},
@@ -60,6 +50,16 @@ const Variant<CudaForwardKernel> *cuda_forward_variant(int64_t head_dim, WindowK
 }
 const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, WindowKind kind, int64_t seq_len) {
     return narrowest(cuda_backward_variants, "cuda", head_dim, kind, seq_len);
+}
+
+bool CpuFamily::host_supports() const {
+    const std::string list = host_features;
+    for (size_t start = 0; start <= list.size();) {
+        const size_t end = std::min(list.find(',', start), list.size());
+        if (!arch::host_has(list.substr(start, end - start))) return false;
+        start = end + 1;
+    }
+    return true;
 }
 
 const CpuFamily *cpu_families(int *count) {

@@ -78,7 +78,8 @@ const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, Windo
 
 struct CpuFamily {
     const char *name;
-    bool (*host_supports)();
+    const char *host_features;  // comma-separated, in /proc/cpuinfo's names (cmake/families.tsv)
+    bool host_supports() const;  // the host has every one (runtime/arch.h)
 };
 // Best first.
 const CpuFamily *cpu_families(int *count);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "contract.h"
+#include "families.h"
 
 namespace gka_test {
 

@@ -80,11 +80,4 @@ Report compare(const gka_ref::Problem &p, const Outputs &out, Tokens judged) {
     return r;
 }
 
-std::vector<std::string> compiled_families() {
-    std::vector<std::string> families;
-    std::istringstream listed(gka_cpu_families());
-    for (std::string f; std::getline(listed, f, ',');) families.push_back(f);
-    return families;
-}
-
 }  // namespace gka_test

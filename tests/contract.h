@@ -39,7 +39,4 @@ struct Tokens {
 
 Report compare(const gka_ref::Problem &p, const Outputs &out, Tokens judged = {});
 
-// The CPU families libgka was compiled with (gka_cpu_families), best first.
-std::vector<std::string> compiled_families();
-
 }  // namespace gka_test

@@ -1,0 +1,21 @@
+// The CPU families libgka was compiled with, best first, as it lists them
+// (gka_cpu_families). Inline: the autotuner's harness, which links the
+// kernels without libgka, shares contract.cpp but not this.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gka/gka.h"
+
+namespace gka_test {
+
+inline std::vector<std::string> compiled_families() {
+    std::vector<std::string> families;
+    std::istringstream listed(gka_cpu_families());
+    for (std::string f; std::getline(listed, f, ',');) families.push_back(f);
+    return families;
+}
+
+}  // namespace gka_test
