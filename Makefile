@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
-.PHONY: all setup configure build demo test test-asan test-tsan fuzz install bench bench-full compare \
+.PHONY: all setup configure build demo test test-asan test-tsan fuzz generate install bench bench-full compare \
         autotune autotune-report clean
 
 all: build
@@ -73,6 +73,11 @@ fuzz:
 	@mkdir -p $(ASAN_BUILD)/fuzz-corpus
 	@$(ASAN_BUILD)/fuzz/gka_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 -print_final_stats=1 \
 	  -artifact_prefix=$(ASAN_BUILD)/ $(ASAN_BUILD)/fuzz-corpus fuzz/corpus
+
+# GKA's kernels for a Halide target of your own (README, Targets), into OUT:
+#   make generate TARGET=arm-64-linux-large_buffers OUT=dir [KNOBS=name:value,...]
+generate: build
+	@bash scripts/generate.sh $(BUILD)/generators/gka.generator "$(TARGET)" "$(OUT)" "$(KNOBS)"
 
 install: build
 	@$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

@@ -3,7 +3,8 @@
 # project-local virtual environment (.venv) with Halide 21, CMake and ninja from PyPI.
 # Idempotent: a second run only checks and takes a second or two.
 # Optional parts, named as arguments: `sanitizers` (clang with its sanitizer
-# and libFuzzer runtimes, for make test-asan, test-tsan and fuzz) and `torch`
+# and libFuzzer runtimes, for make test-asan, test-tsan and fuzz), `aarch64`
+# (the cross toolchain and qemu-user, for the AArch64 test) and `torch`
 # (PyTorch from PyPI into .venv, for the PyTorch tests; about 5 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,8 +14,9 @@ apt_packages=(catch2 libbenchmark-dev libopenblas-dev pkg-config python3-venv va
 for part in "$@"; do
   case "$part" in
     sanitizers) apt_packages+=(clang libclang-rt-dev) ;;
+    aarch64) apt_packages+=(g++-aarch64-linux-gnu qemu-user-static) ;;
     torch) ;;
-    *) echo "setup: unknown part '$part' (sanitizers, torch)" >&2; exit 2 ;;
+    *) echo "setup: unknown part '$part' (sanitizers, aarch64, torch)" >&2; exit 2 ;;
   esac
 done
 missing=()

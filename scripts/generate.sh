@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# make generate: GKA's kernels for any Halide 21 target. For each pass
+# (forward, backward) the head dims 64, 128 and any in the expansion form, and
+# (CPU targets) any in the direct form, as the C ABI dispatches them: a static
+# library and header apiece, named gka_<pass>_<d64|d128|any|any_direct>, with
+# their STMT and assembly beside them; and Halide's runtime for the target
+# (gka_runtime.a), which they share. KNOBS (name:value,...) overrides the
+# schedule's defaults for the target's family (gka_knobs lists them).
+# usage: generate.sh GENERATOR TARGET OUT [KNOBS]
+set -euo pipefail
+generator=$1 target=${2:-} out=${3:-} knobs=${4:-}
+if [ -z "$target" ] || [ -z "$out" ]; then
+  echo "usage: make generate TARGET=<Halide target, e.g. x86-64-linux-avx2-fma> OUT=<dir> [KNOBS=name:value,...]" >&2
+  exit 2
+fi
+mkdir -p "$out"
+# A target Halide cannot parse or build a runtime for is refused before any kernel.
+if ! message=$("$generator" -r gka_runtime -e static_library,c_header -o "$out" target="$target" 2>&1); then
+  echo "generate: Halide 21 cannot build for target '$target':" >&2
+  echo "$message" | grep -v '^\s*$' | head -5 >&2
+  exit 1
+fi
+variants="d64:64:expansion d128:128:expansion any:0:expansion"
+[[ "$target" == *cuda* ]] || variants+=" any_direct:0:direct"  # the CUDA kernels have the expansion alone
+for pass in forward backward; do
+  for variant in $variants; do
+    IFS=: read -r suffix head_dim scores <<< "$variant"
+    name=gka_${pass}_$suffix
+    if ! message=$("$generator" -g "gka_$pass" -f "$name" -n "$name" -e static_library,c_header,stmt,assembly \
+                   -o "$out" target="$target-no_runtime" head_dim="$head_dim" scores="$scores" \
+                   ${knobs:+knobs="$knobs"} 2>&1); then
+      echo "generate: $name for '$target' failed:" >&2
+      echo "$message" | grep -v '^\s*$' | head -5 >&2
+      exit 1
+    fi
+    echo "generate: $out/$name.a"
+  done
+done
