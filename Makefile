@@ -7,7 +7,7 @@ PREFIX  ?= /usr/local
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
-.PHONY: all setup configure build demo test test-asan test-tsan fuzz generate install bench bench-full compare \
+.PHONY: all setup configure build demo test test-asan test-tsan test-aarch64 fuzz generate install bench bench-full compare \
         autotune autotune-report clean
 
 all: build
@@ -61,6 +61,18 @@ test-tsan: build
 	@$(CMAKE) --build $(TSAN_BUILD) --target gka_tests gka_env_tests
 	@GKA_NUM_THREADS=6 $(CTEST) --test-dir $(TSAN_BUILD) -L cpp -R 'gka\.(env\.|four threads|repeated calls|thread count|CPU family)' \
 	  --output-on-failure -j2
+
+# libgka and its C++ suite cross-compiled for AArch64 (cmake/aarch64-linux-gnu.cmake,
+# the table's AArch64 families, kernels from the main build's generator), run
+# under qemu-user: the C ABI's tests and the kernels' reference comparisons
+# ([api], [kernels] but the long ones, [env]); emulation makes the rest slow.
+AARCH64_BUILD := build-aarch64
+test-aarch64: build
+	@bash scripts/setup.sh aarch64
+	$(call configure,$(AARCH64_BUILD),-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/aarch64-linux-gnu.cmake \
+	  -DGKA_GENERATOR=$(CURDIR)/$(BUILD)/generators/gka.generator)
+	@$(CMAKE) --build $(AARCH64_BUILD) --target gka_tests gka_env_tests
+	@$(CTEST) --test-dir $(AARCH64_BUILD) -L cpp -E 'long|T=2048|randomized' --output-on-failure -j2
 
 # libFuzzer over the C ABI (fuzz/gka_fuzz.cpp) for FUZZ_SECONDS, in the ASan
 # build: it starts from fuzz/corpus and keeps what it finds in
@@ -118,4 +130,4 @@ autotune-report: build
 	@$(VENV)/bin/python autotune/compare.py --out $(BUILD)/autotune-report
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(AARCH64_BUILD)

@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import json
 import os
+import platform
 import random
 import re
 import subprocess
@@ -140,10 +141,11 @@ CLASSES = {
 
 
 def families():
-    """cmake/families.tsv's rows (the target families, CPU ones best first)."""
+    """cmake/families.tsv's rows for this machine's architecture (CPU families best first)."""
     with open(os.path.join(ROOT, "cmake", "families.tsv")) as f:
         rows = [line.rstrip("\n").split("\t") for line in f if line.strip() and not line.startswith("#")]
-    return [dict(zip(rows[0], r)) for r in rows[1:]]
+    arch = {"x86_64": "x86-64", "aarch64": "arm-64", "arm64": "arm-64"}.get(platform.machine(), platform.machine())
+    return [f for f in (dict(zip(rows[0], r)) for r in rows[1:]) if f["halide_target"].startswith(arch + "-")]
 
 
 def family_targets():

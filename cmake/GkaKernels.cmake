@@ -2,7 +2,14 @@
 # helper that instantiates a GKA kernel for one. Each family is its own Halide
 # target; libgka picks among the CPU ones at run time. From the table:
 # GKA_FAMILIES (the CPU families, best first), GKA_CUDA_FAMILIES, and per
-# family GKA_TARGET_<f> and GKA_HOST_FEATURES_<f>.
+# family GKA_TARGET_<f> and GKA_HOST_FEATURES_<f>, for the rows of the
+# architecture being built for.
+# The rows for the architecture libgka is built for (their target's prefix).
+if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
+    set(GKA_HALIDE_ARCH arm-64)
+else ()
+    set(GKA_HALIDE_ARCH x86-64)
+endif ()
 set(GKA_FAMILIES "")
 set(GKA_CUDA_FAMILIES "")
 file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/families.tsv family_rows REGEX "^[^#]")
@@ -18,7 +25,9 @@ foreach (row IN LISTS family_rows)
     list(GET fields 1 GKA_TARGET_${family})
     list(GET fields 2 GKA_HOST_FEATURES_${family})
     list(GET fields 3 kind)
-    if (kind STREQUAL "cpu")
+    if (NOT GKA_TARGET_${family} MATCHES "^${GKA_HALIDE_ARCH}-")
+        continue ()
+    elseif (kind STREQUAL "cpu")
         list(APPEND GKA_FAMILIES ${family})
     elseif (kind STREQUAL "cuda")
         list(APPEND GKA_CUDA_FAMILIES ${family})

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "arch.h"
 #include "gka_kernel_variants.h"  // generated: the families, the kernels' headers and the variant lists
@@ -16,14 +17,15 @@ const CpuFamily families[] = {GKA_CPU_FAMILIES};
 
 #define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs, scores) \
     {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, Scores::scores},
-const Variant<ForwardKernel> forward_variants[] = {GKA_FORWARD_CPU_VARIANTS};
-const Variant<BackwardKernel> backward_variants[] = {GKA_BACKWARD_CPU_VARIANTS};
-const Variant<CudaForwardKernel> cuda_forward_variants[] = {GKA_FORWARD_CUDA_VARIANTS};
-const Variant<CudaBackwardKernel> cuda_backward_variants[] = {GKA_BACKWARD_CUDA_VARIANTS};
+const std::vector<Variant<ForwardKernel>> forward_variants = {GKA_FORWARD_CPU_VARIANTS};
+const std::vector<Variant<BackwardKernel>> backward_variants = {GKA_BACKWARD_CPU_VARIANTS};
+// Empty where the table has no CUDA family for this architecture.
+const std::vector<Variant<CudaForwardKernel>> cuda_forward_variants = {GKA_FORWARD_CUDA_VARIANTS};
+const std::vector<Variant<CudaBackwardKernel>> cuda_backward_variants = {GKA_BACKWARD_CUDA_VARIANTS};
 #undef GKA_VARIANT
 
-template <class Kernel, size_t N>
-const Variant<Kernel> *narrowest(const Variant<Kernel> (&variants)[N], const char *family, int64_t head_dim,
+template <class Kernel>
+const Variant<Kernel> *narrowest(const std::vector<Variant<Kernel>> &variants, const char *family, int64_t head_dim,
                                  WindowKind kind, int64_t seq_len, Scores scores = Scores::expansion) {
     const Variant<Kernel> *best = nullptr;
     for (const Variant<Kernel> &v : variants) {
