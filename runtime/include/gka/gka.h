@@ -66,9 +66,10 @@ GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float 
 /* Message of the last failing call on this thread ("" if none). */
 GKA_API const char *gka_last_error(void);
 
-/* CPU target families compiled into the library, best first: "avx512", "avx2",
- * "generic". The family that runs is the best one the host supports, unless
- * GKA_CPU_TARGET (environment, read once) or gka_set_cpu_family() forces one.
+/* CPU target families compiled into the library, best first (gka_cpu_families;
+ * on x86 "avx512", "avx2", "generic": cmake/families.tsv). The family that
+ * runs is the best one the host supports, unless GKA_CPU_TARGET (environment,
+ * read once) or gka_set_cpu_family() forces one.
  * Forcing a family the host cannot run is an error, never a silent fallback.
  * GKA_HOST_FAMILIES (environment, read once; e.g. "generic,avx2") narrows the
  * families the host is taken to run, as if it lacked the others. */
