@@ -119,11 +119,7 @@ void naive_case(benchmark::State &state, gka_window w, gka_shape shape) {
 void timed(benchmark::internal::Benchmark *b) { b->UseRealTime()->Unit(benchmark::kMillisecond); }
 
 void register_all(const Mode &m) {
-    std::vector<std::string> families = m.families;
-    if (families.empty()) {
-        for (const std::string &f : gka_test::compiled_families())
-            if (gka_cpu_family_supported(f.c_str())) families.push_back(f);
-    }
+    const std::vector<std::string> families = m.families.empty() ? gka_test::families_this_host_runs() : m.families;
     const std::string best = families.front();
     for (const std::string &family : families)
         for (const std::string &pass : m.passes)

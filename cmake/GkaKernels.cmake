@@ -3,8 +3,7 @@
 # target; libgka picks among the CPU ones at run time. From the table:
 # GKA_FAMILIES (the CPU families, best first), GKA_CUDA_FAMILIES, and per
 # family GKA_TARGET_<f> and GKA_HOST_FEATURES_<f>, for the rows of the
-# architecture being built for.
-# The rows for the architecture libgka is built for (their target's prefix).
+# architecture being built for (GKA_HALIDE_ARCH, their targets' prefix).
 if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
     set(GKA_HALIDE_ARCH arm-64)
 else ()

@@ -192,12 +192,7 @@ void run_non_finite(gka_test::Draws &draw) {
 }
 
 const std::vector<std::string> &families() {
-    static const std::vector<std::string> runnable = [] {
-        std::vector<std::string> f;
-        for (const std::string &name : gka_test::compiled_families())
-            if (gka_cpu_family_supported(name.c_str())) f.push_back(name);
-        return f;
-    }();
+    static const std::vector<std::string> runnable = gka_test::families_this_host_runs();
     return runnable;
 }
 

@@ -55,13 +55,23 @@ const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, Windo
 }
 
 bool CpuFamily::host_supports() const {
-    const std::string list = host_features;
-    for (size_t start = 0; start <= list.size();) {
-        const size_t end = std::min(list.find(',', start), list.size());
-        if (!arch::host_has(list.substr(start, end - start))) return false;
-        start = end + 1;
-    }
-    return true;
+    // Asked on every call (dispatch); the host does not change, so each
+    // family's features are looked up once.
+    static const std::vector<bool> supported = [] {
+        std::vector<bool> has;
+        for (const CpuFamily &f : families) {
+            const std::string list = f.host_features;
+            bool all = true;
+            for (size_t start = 0; all && start <= list.size();) {
+                const size_t end = std::min(list.find(',', start), list.size());
+                all = arch::host_has(list.substr(start, end - start));
+                start = end + 1;
+            }
+            has.push_back(all);
+        }
+        return has;
+    }();
+    return supported[this - families];
 }
 
 const CpuFamily *cpu_families(int *count) {

@@ -38,15 +38,9 @@ void check_problem(const gka_ref::Problem &p) {
 }
 
 std::vector<std::string> runnable_families() {
-    std::vector<std::string> families;
-    for (const std::string &f : compiled_families()) {
-        if (gka_cpu_family_supported(f.c_str())) {
-            families.push_back(f);
-        } else {
-            WARN("SKIP family " << f << ": this host's CPU cannot run it");
-        }
-    }
-    return families;
+    for (const std::string &f : compiled_families())
+        if (!gka_cpu_family_supported(f.c_str())) WARN("SKIP family " << f << ": this host's CPU cannot run it");
+    return families_this_host_runs();
 }
 
 void for_each_family_and_form(const std::function<void()> &body) {

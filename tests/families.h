@@ -1,5 +1,5 @@
 // The CPU families libgka was compiled with, best first, as it lists them
-// (gka_cpu_families). Inline: the autotuner's harness, which links the
+// (gka_cpu_families), and those the host runs. Inline: the autotuner's harness, which links the
 // kernels without libgka, shares contract.cpp but not this.
 #pragma once
 
@@ -16,6 +16,14 @@ inline std::vector<std::string> compiled_families() {
     std::istringstream listed(gka_cpu_families());
     for (std::string f; std::getline(listed, f, ',');) families.push_back(f);
     return families;
+}
+
+// Those of them this host runs (gka_cpu_family_supported), best first.
+inline std::vector<std::string> families_this_host_runs() {
+    std::vector<std::string> runs;
+    for (const std::string &f : compiled_families())
+        if (gka_cpu_family_supported(f.c_str())) runs.push_back(f);
+    return runs;
 }
 
 }  // namespace gka_test
