@@ -100,20 +100,19 @@ void load_driver() {
         driver_error = std::string("no CUDA driver: cannot load libcuda.so.1 or libcuda.so (") + (why ? why : "not found") + ")";
         return;
     }
-    bool complete = true;
+    std::string missing;
     auto bind = [&](auto &fn, const char *name) {
         fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name));
-        complete = complete && fn != nullptr;
+        if (fn == nullptr) missing += std::string(missing.empty() ? "" : ", ") + name;
     };
     bind(driver.cuInit, "cuInit");
     bind(driver.cuDeviceGetCount, "cuDeviceGetCount");
     bind(driver.cuDeviceGet, "cuDeviceGet");
     bind(driver.cuCtxGetCurrent, "cuCtxGetCurrent");
-    bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain_v2");
-    if (driver.cuDevicePrimaryCtxRetain == nullptr) bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(driver.cuGetErrorString, "cuGetErrorString");
-    if (!complete) {
-        driver_error = "the CUDA driver (libcuda) lacks an entry point libgka needs";
+    if (!missing.empty()) {
+        driver_error = "the CUDA driver (libcuda) lacks entry points libgka calls: " + missing;
         return;
     }
     if (CUresult r = driver.cuInit(0); r != 0) {

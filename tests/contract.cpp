@@ -80,4 +80,28 @@ Report compare(const gka_ref::Problem &p, const Outputs &out, Tokens judged) {
     return r;
 }
 
+double long_row_error(const gka_ref::Problem &p, const std::vector<float> &y) {
+    const int64_t T = p.shape.seq_len, D = p.shape.head_dim;
+    const double scale = 1.0 / (2.0 * double(p.sigma[0]) * p.sigma[0]);
+    double worst = 0;
+    for (int64_t i = 0; i < T; i += T / 32 + 1) {
+        std::vector<double> w(T), ref(D);
+        double sum = 0;
+        for (int64_t j = 0; j < T; j++) {
+            double sq = 0;
+            for (int64_t d = 0; d < D; d++) sq += std::pow(double(p.x[i * D + d]) - p.x[j * D + d], 2);
+            sum += w[j] = std::exp(-sq * scale);
+        }
+        for (int64_t j = 0; j < T; j++)
+            for (int64_t d = 0; d < D; d++) ref[d] += w[j] / sum * p.x[j * D + d];
+        double largest = 0, error = 0;
+        for (int64_t d = 0; d < D; d++) {
+            largest = std::max(largest, std::abs(ref[d]));
+            error = std::max(error, std::abs(y[i * D + d] - ref[d]));
+        }
+        worst = std::max(worst, error / largest);
+    }
+    return worst;
+}
+
 }  // namespace gka_test

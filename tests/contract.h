@@ -39,4 +39,10 @@ struct Tokens {
 
 Report compare(const gka_ref::Problem &p, const Outputs &out, Tokens judged = {});
 
+// The contract's bound on long rows: y's error relative to the largest |y| of
+// its row, worst over 32 sampled rows, for one head with the full window (the
+// double reference of those rows alone, so it stays cheap at T = 16384).
+double long_row_error(const gka_ref::Problem &p, const std::vector<float> &y);
+constexpr double long_row_bound = 5e-6;
+
 }  // namespace gka_test

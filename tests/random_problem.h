@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "reference.h"
@@ -33,6 +34,18 @@ struct RandomProblem {
     bool repeats;
 };
 RandomProblem random_problem(Draws &draw);
+
+// Choices from a seeded generator: the randomized tests' (the seed printed).
+class SeededDraws : public Draws {
+public:
+    explicit SeededDraws(uint64_t seed) : rng_(seed) {}
+    int64_t uniform(int64_t lo, int64_t hi) override { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+    double unit() override { return std::uniform_real_distribution<double>()(rng_); }
+    uint64_t bits() override { return rng_(); }
+
+private:
+    std::mt19937_64 rng_;
+};
 
 // The one known gap of the contract (README, "Accuracy"): the expansion's
 // dsigma where repeated tokens sit beside distant ones. True when the

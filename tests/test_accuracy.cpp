@@ -162,41 +162,12 @@ TEST_CASE("long full-window rows: y's error does not grow with T", "[accuracy][l
         for_each_family_and_form([&] {
             std::vector<float> y(p.size()), lse(p.rows());
             REQUIRE(gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
-            double worst = 0;
-            for (int64_t i = 0; i < T; i += T / 32 + 1) {
-                std::vector<double> w(T), ref(D);
-                double sum = 0;
-                for (int64_t j = 0; j < T; j++) {
-                    double sq = 0;
-                    for (int64_t d = 0; d < D; d++) sq += std::pow(double(p.x[i * D + d]) - p.x[j * D + d], 2);
-                    sum += w[j] = std::exp(-sq / 2);
-                }
-                double largest = 0, error = 0;
-                for (int64_t j = 0; j < T; j++)
-                    for (int64_t d = 0; d < D; d++) ref[d] += w[j] / sum * p.x[j * D + d];
-                for (int64_t d = 0; d < D; d++) {
-                    largest = std::max(largest, std::abs(ref[d]));
-                    error = std::max(error, std::abs(y[i * D + d] - ref[d]));
-                }
-                worst = std::max(worst, error / largest);
-            }
+            const double worst = gka_test::long_row_error(p, y);
             INFO("T=" << T << ": worst error / max |y| of a row " << worst << " (" << gka_last_kernel() << ")");
-            CHECK(worst < 5e-6);
+            CHECK(worst < gka_test::long_row_bound);
         });
     }
 }
-
-// The randomized test's choices: a seeded generator.
-class SeededDraws : public gka_test::Draws {
-public:
-    explicit SeededDraws(uint64_t seed) : rng_(seed) {}
-    int64_t uniform(int64_t lo, int64_t hi) override { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
-    double unit() override { return std::uniform_real_distribution<double>()(rng_); }
-    uint64_t bits() override { return rng_(); }
-
-private:
-    std::mt19937_64 rng_;
-};
 
 TEST_CASE("randomized: the contract over every regime", "[accuracy][property]") {
     const char *seed_env = std::getenv("GKA_SEED"), *seconds_env = std::getenv("GKA_PROPERTY_SECONDS");
@@ -206,7 +177,7 @@ TEST_CASE("randomized: the contract over every regime", "[accuracy][property]") 
     const long only_case = case_env ? std::atol(case_env) : -1;
     WARN("randomized accuracy test: seed " << seed << " (GKA_SEED=" << seed << " replays it, GKA_PROPERTY_CASE=n"
                                            << " its case n alone), " << seconds << " s");
-    SeededDraws draws(seed);
+    gka_test::SeededDraws draws(seed);
     const std::vector<std::string> families = gka_test::runnable_families();
     const auto start = std::chrono::steady_clock::now();
     int cases = 0, unjudged = 0, over_bound = 0;

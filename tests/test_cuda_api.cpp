@@ -37,3 +37,13 @@ TEST_CASE("cuda: compiled in, and without a device GKA_ERR_DEVICE with the reaso
     // The CPU paths still run.
     CHECK(gka_forward(shape, {-1, 0}, x.data(), sigma.data(), y.data(), lse.data()) == GKA_OK);
 }
+
+// Run by CTest with the CUDA toolkit's stub driver on the library path
+// (tests/CMakeLists.txt): it exports every real entry point and refuses cuInit.
+TEST_CASE("cuda: every driver entry point libgka calls is found in the stub driver", "[.][cuda-stub]") {
+    REQUIRE(gka_cuda_available() == 0);
+    const std::string why = gka_last_error();
+    INFO(why);
+    CHECK(why.find("lacks") == std::string::npos);
+    CHECK(why.find("cuInit failed") != std::string::npos);
+}

@@ -3,15 +3,18 @@
 # repository's sources and the build tree made elsewhere (build/) copied over,
 # run from the repository root:
 #     tests/gpu/check.sh [results.md]          (default build/gpu-check/results.md)
-# It builds nothing and fetches nothing. Steps, each under a timeout (280 s in
-# all at most): the GPU tests (gka_cuda_tests), the benchmark (gka_bench_cuda),
-# and, if `import torch` works here, PyTorch SDPA fp32 on the folded problem for
-# the same shapes and gka_torch on CUDA tensors. Results and logs go to the
-# results file.
+# It builds nothing and fetches nothing. Steps, each under a timeout (400 s in
+# all at most): the GPU tests (gka_cuda_tests), a part of them under
+# compute-sanitizer's memcheck where it is installed, the benchmark
+# (gka_bench_cuda), and, if `import torch` works here, PyTorch SDPA fp32 on the
+# folded problem for the same shapes and gka_torch on CUDA tensors. Results and
+# logs go to the results file.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GKA_BUILD:-$root/build}
 out=${1:-$build/gpu-check/results.md}
+# The build's run path names the directory it was built in, elsewhere.
+export LD_LIBRARY_PATH="$build/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$(dirname "$out")"
 log() { echo "$*" | tee -a "$out"; }
 : > "$out"
@@ -25,11 +28,26 @@ status=0
 log ""
 log "## GPU tests (tests/gpu/test_cuda.cpp)"
 log '```'
-timeout 80 "$build/tests/gka_cuda_tests" 2>&1 | tail -40 | tee -a "$out"
-rc=${PIPESTATUS[0]}
+timeout 150 "$build/tests/gka_cuda_tests" > "$out.tests.log" 2>&1
+rc=$?
+tail -60 "$out.tests.log" | tee -a "$out"
 log '```'
 log "exit status $rc (0 passed, 77 skipped, 124 timed out)"
 [ "$rc" = 0 ] || status=1
+
+log ""
+log "## Memcheck (compute-sanitizer) over the short GPU tests"
+if command -v compute-sanitizer > /dev/null; then
+  log '```'
+  timeout 70 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gka_cuda_tests" \
+    "cuda: sequence lengths around the band, near-one-hot and near-uniform" 2>&1 | tail -15 | tee -a "$out"
+  rc=${PIPESTATUS[0]}
+  log '```'
+  log "exit status $rc (0 clean, 9 errors found, 124 timed out)"
+  [ "$rc" = 0 ] || [ "$rc" = 124 ] || status=1
+else
+  log "skipped: compute-sanitizer is not on the PATH"
+fi
 
 log ""
 log "## Benchmark (tests/gpu/bench_cuda.cpp)"

@@ -45,10 +45,10 @@ inline std::string load(Driver &d) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_GLOBAL);
     if (!lib) return std::string("cannot load libcuda.so.1 or libcuda.so: ") + dlerror();
-    bool ok = true;
+    std::string missing;
     auto bind = [&](auto &fn, const char *name) {
         fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name));
-        ok = ok && fn;
+        if (!fn) missing += " " + std::string(name);
     };
     bind(d.cuInit, "cuInit");
     bind(d.cuDeviceGet, "cuDeviceGet");
@@ -69,7 +69,7 @@ inline std::string load(Driver &d) {
     bind(d.cuEventSynchronize, "cuEventSynchronize");
     bind(d.cuEventElapsedTime, "cuEventElapsedTime");
     bind(d.cuGetErrorString, "cuGetErrorString");
-    if (!ok) return "libcuda lacks a driver entry point the tests use";
+    if (!missing.empty()) return "libcuda lacks driver entry points the tests use:" + missing;
     const char *text = nullptr;
     if (CUresult r = d.cuInit(0); r != 0) {
         d.cuGetErrorString(r, &text);

@@ -8,11 +8,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "check.h"
 #include "cuda_driver.h"
+#include "random_problem.h"
 
 namespace {
 
@@ -86,6 +89,86 @@ TEST_CASE("cuda: long sequences, causal and (255, 0) at T=2048", "[cuda]") {
         auto p = gka_ref::make_problem({1, 2048, 1, 64}, w, {1.0f}, 2.0, 2048);
         check_on_device(p);
     }
+}
+
+// GKA.md's accuracy contract on the inputs tests/test_accuracy.cpp gives the
+// CPU families: exact self rows, offsets, sharp heads beside smooth ones,
+// repeated and near-duplicate tokens, extreme scales, underflow, long rows.
+TEST_CASE("cuda: a row whose only key is itself is exact", "[cuda][accuracy]") {
+    for (int64_t D : {1, 64, 128}) {
+        for (double offset : {0.0, 10.0}) {
+            for (gka_window w : {causal, gka_window{0, 0}}) {
+                const int64_t T = w.left == 0 ? 37 : 1;
+                const auto p = gka_test::gaussian_problem({2, T, 2, D}, w, {0.05f, 1.0f}, 1.0, offset, 11 + D);
+                INFO("D=" << D << " T=" << T << " offset " << offset);
+                Stream stream;
+                const gka_test::Outputs out = run_on_device(p, stream);
+                CHECK(out.y == p.x);
+                CHECK(out.lse == std::vector<float>(p.rows(), 0.0f));
+                CHECK(out.dx == p.dy);
+                CHECK(out.dsigma == std::vector<float>(p.shape.heads, 0.0f));
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda: offsets, sharp beside smooth heads, repeats, extreme scales", "[cuda][accuracy]") {
+    for (double offset : {10.0, 100.0})
+        check_on_device(gka_test::gaussian_problem({1, 100, 2, 64}, causal, {8.0f, 2.0f}, 1.0, offset, 21));
+    for (int64_t D : {4, 64})
+        check_on_device(gka_test::gaussian_problem({2, 60, 4, D}, causal, {0.02f, 0.3f, 1.0f, 50.0f}, 1.0, 3.0, 31));
+    for (double scale : {1e-3, 1e3})
+        for (float sigma : {1e-3f, 1e3f})
+            check_on_device(gka_test::gaussian_problem({1, 40, 1, 8}, causal, {sigma}, scale, 0.5 * scale, 51));
+    // Tokens a hair apart (1e-5 of their size), with sigmas of that order.
+    for (int64_t D : {1, 64}) {
+        auto near = gka_test::gaussian_problem({1, 40, 2, D}, full, {1e-5f, 3e-5f}, 1.0, 1.0, 43);
+        for (int64_t t = 1; t < 40; t++)
+            for (int64_t k = 0; k < 2 * D; k++) near.x[t * 2 * D + k] = near.x[k] * (1.0f + 1e-5f * float(t % 7));
+        check_on_device(near);
+    }
+}
+
+TEST_CASE("cuda: a weight below the smallest normal float is 0", "[cuda][accuracy]") {
+    const float sigma = float(1.0 / std::sqrt(2.0 * 88.0));  // the score of the pair: -88
+    gka_ref::Problem p{{1, 2, 1, 1}, causal, {1.0f, 0.0f}, {sigma}, {1.0f, 1.0f}};
+    Stream stream;
+    const gka_test::Outputs out = run_on_device(p, stream);
+    CHECK(out.y[1] == 0.0f);
+    CHECK(out.lse[1] == 0.0f);
+}
+
+TEST_CASE("cuda: long full-window rows: y's error does not grow with T", "[cuda][accuracy]") {
+    for (int64_t T : {4096, 16384}) {
+        const int64_t D = 128;
+        const auto p = gka_test::gaussian_problem({1, T, 1, D}, full, {1.0f}, 0.35, 0.0, 61);
+        Stream stream;
+        const gka_test::Outputs out = run_on_device(p, stream);
+        const double worst = gka_test::long_row_error(p, out.y);
+        INFO("T=" << T << ": worst error / max |y| of a row " << worst);
+        CHECK(worst < gka_test::long_row_bound);
+    }
+}
+
+TEST_CASE("cuda: randomized, the contract over every regime", "[cuda][accuracy][property]") {
+    const char *seed_env = std::getenv("GKA_SEED");
+    const uint64_t seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : std::random_device()();
+    WARN("randomized CUDA accuracy test: seed " << seed << " (GKA_SEED=" << seed << " replays it), 200 cases");
+    gka_test::SeededDraws draws(seed);
+    int unjudged = 0;
+    for (int drawn_case = 0; drawn_case < 200; drawn_case++) {
+        const gka_test::RandomProblem drawn = gka_test::random_problem(draws);
+        INFO("seed " << seed << ", case " << drawn_case);
+        Stream stream;
+        const gka_test::Outputs out = run_on_device(drawn.p, stream);
+        gka_test::Report r = gka_test::compare(drawn.p, out);
+        if (gka_test::in_known_gap(drawn, gka_last_kernel())) {
+            unjudged += r.dsigma.ratio > 1;
+            r.dsigma.ratio = 0;
+        }
+        gka_test::check_report("cuda", drawn.p, r);
+    }
+    WARN(unjudged << " cases with repeated tokens over the dsigma bound (the known gap, README \"Accuracy\")");
 }
 
 TEST_CASE("cuda: deterministic (bitwise identical reruns)", "[cuda]") {
