@@ -117,13 +117,16 @@ struct BackwardPipeline : BackwardInputs {
 };
 
 // key_block, query_block: the tokens a block of each direction's windows (Mask::window).
-// The Expansion form only: the direct form's per-term differences are written
-// for the one-pass backward alone (gka_backward_fused.h).
+// The paths' differences as in gka_backward_fused.h: Expansion sums dS times
+// the other token's centred features and subtracts (sum dS) times its own at
+// the end; Direct carries each term's own difference (x_j - x_i), so that
+// near-duplicate tokens' terms are as small as their differences.
 inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy, Expr head_dim,
-                            Expr batch, const Mask &mask, int key_block, int query_block, Func dx, Func dsigma,
-                            Func spread) {
+                            Expr batch, const Mask &mask, int key_block, int query_block, ScoreForm form, Func dx,
+                            Func dsigma, Func spread) {
     const Vars &v = p.v;
-    define_backward_inputs(p, x, y, lse, dy, head_dim, mask, ScoreForm::Expansion);
+    const bool direct = form == ScoreForm::Direct;
+    define_backward_inputs(p, x, y, lse, dy, head_dim, mask, form);
     p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair
     // term instead of once per term of its sum.
@@ -137,7 +140,9 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
         const Expr key = mask.key_in_window(p.keys, v.band);
         const PairTerms &t = p.by_query;
         const Expr ds = t.dscore(key, query, v.h, v.b);
-        p.query_sum(v.d, v.offset, v.band, v.h, v.b) += ds * p.x(v.d, v.h, key, v.b);
+        const Expr key_x = t.scores.key_features(v.d, v.h, key, v.b);
+        const Expr query_x = t.scores.query_features(v.d, v.h, query, v.b);
+        p.query_sum(v.d, v.offset, v.band, v.h, v.b) += ds * (direct ? key_x - query_x : key_x);
         p.query_stats(v.offset, v.band, v.h, v.b) = {0.0f, 0.0f};
         p.query_stats(v.offset, v.band, v.h, v.b) = {p.query_stats(v.offset, v.band, v.h, v.b)[0] + ds,
                                                      p.query_stats(v.offset, v.band, v.h, v.b)[1] +
@@ -150,16 +155,22 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
         const Expr query = mask.query_in_window(p.queries, v.band);
         const PairTerms &t = p.by_key;
         const Expr ds = t.dscore(key, query, v.h, v.b);
-        p.key_sum(v.d, v.offset, v.band, v.h, v.b) +=
-            ds * p.x(v.d, v.h, query, v.b) + t.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
+        const Expr query_x = t.scores.query_features(v.d, v.h, query, v.b);
+        const Expr key_x = t.scores.key_features(v.d, v.h, key, v.b);
+        p.key_sum(v.d, v.offset, v.band, v.h, v.b) += ds * (direct ? query_x - key_x : query_x) +
+                                                      t.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
         p.key_stats(v.offset, v.band, v.h, v.b) += ds;
     }
 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
-    const Expr query_ds = p.query_stats(offset, band, v.h, v.b)[0], key_ds = p.key_stats(offset, band, v.h, v.b);
-    const Expr c = p.x(v.d, v.h, v.t, v.b);
-    dx(v.d, v.h, v.t, v.b) = p.key_sum(v.d, offset, band, v.h, v.b) +
-                             inv_var * (p.query_sum(v.d, offset, band, v.h, v.b) - query_ds * c) - key_ds * c;
+    const Expr key_sum = p.key_sum(v.d, offset, band, v.h, v.b), query_sum = p.query_sum(v.d, offset, band, v.h, v.b);
+    if (direct) {
+        dx(v.d, v.h, v.t, v.b) = key_sum + inv_var * query_sum;
+    } else {
+        const Expr query_ds = p.query_stats(offset, band, v.h, v.b)[0], key_ds = p.key_stats(offset, band, v.h, v.b);
+        const Expr c = p.x(v.d, v.h, v.t, v.b);
+        dx(v.d, v.h, v.t, v.b) = key_sum + inv_var * (query_sum - query_ds * c) - key_ds * c;
+    }
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.
     p.tokens = RDom(0, mask.seq_len, 0, batch, "tokens");

@@ -132,11 +132,8 @@ public:
         gka::BackwardPipeline two_passes;
         gka::FusedBackwardPipeline one_pass;
         if (two_pass) {
-            if (form != gka::ScoreForm::Expansion) {
-                throw std::invalid_argument("gka_backward: the two-pass (CUDA) backward has the expansion form only");
-            }
             gka::define_backward(two_passes, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
-                                 k["query_block"], dx, dsigma, spread);
+                                 k["query_block"], form, dx, dsigma, spread);
         } else {
             // Key-band groups enough for min_tasks tasks of (group, head, batch), at
             // most one a band: from the shape alone, so that results never depend

@@ -48,10 +48,10 @@ const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head
     return narrowest(backward_variants, family, head_dim, kind, seq_len, scores);
 }
 const Variant<CudaForwardKernel> *cuda_forward_variant(int64_t head_dim, WindowKind kind, int64_t seq_len) {
-    return narrowest(cuda_forward_variants, "cuda", head_dim, kind, seq_len);
+    return narrowest(cuda_forward_variants, "cuda", head_dim, kind, seq_len, Scores::direct);
 }
 const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, WindowKind kind, int64_t seq_len) {
-    return narrowest(cuda_backward_variants, "cuda", head_dim, kind, seq_len);
+    return narrowest(cuda_backward_variants, "cuda", head_dim, kind, seq_len, Scores::direct);
 }
 
 bool CpuFamily::host_supports() const {

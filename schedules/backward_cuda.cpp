@@ -31,16 +31,23 @@ void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     cuda::require_warp_band(k["band"], p.head_dim);
     const Vars &v = p.v;
     cuda::schedule_centre_and_spread(p.centre, p.spread, v);
-    cuda::schedule_token_rows(p.delta, v, 128);
+    if (p.form == ScoreForm::Expansion) cuda::schedule_token_rows(p.delta, v, 128);
     for (Scores *s : {&p.by_query.scores, &p.by_key.scores}) cuda::schedule_sqnorm(*s, v, p.head_dim);
 
     // The rows each direction walks, staged a tile at a time: the keys' x in
     // the query direction; the queries' x and dy in the key direction.
-    const std::vector<Func> key_rows{p.x.in({p.by_query.scores.key_features, p.query_sum})};
-    const std::vector<Func> query_rows{p.x.in({p.by_key.scores.query_features, p.key_sum}),
-                                       p.dy.in({p.by_key.dprob, p.key_sum})};
-    const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.y, p.keys.x, 1};
-    const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.y, p.queries.x, 0};
+    std::vector<Func> key_rows{p.x.in(p.by_query.scores.key_features)};
+    std::vector<Func> query_rows{p.x.in(p.by_key.scores.query_features), p.dy.in({p.by_key.dprob, p.key_sum})};
+    // Each lane's own token's rows, held in registers where they fit: the
+    // query's x, dy and y in the query direction; the key's x in the other.
+    std::vector<Func> own_query_rows{p.by_query.scores.query_features};
+    if (p.form == ScoreForm::Direct) {  // dP - Dl is dy_i . (x_j - y_i)
+        own_query_rows.push_back(p.dy.in(p.by_query.dprob));
+        own_query_rows.push_back(p.y.in(p.by_query.dprob));
+        query_rows.push_back(p.y.in(p.by_key.dprob));
+    }
+    const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.y, p.keys.x, 1, own_query_rows};
+    const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.y, p.queries.x, 0, {p.by_key.scores.key_features}};
     for (auto [sum, terms, rows, block] : {std::tuple{by_query, &p.by_query, key_rows, k["key_block"]},
                                            std::tuple{by_key, &p.by_key, query_rows, k["query_block"]}}) {
         const cuda::PairLevel pairs = cuda::schedule_band_sum(sum, v, p.head_dim, block, rows);

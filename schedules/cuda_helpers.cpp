@@ -1,5 +1,6 @@
 #include "cuda_helpers.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "schedule_helpers.h"
@@ -64,7 +65,7 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
         stats_out.gpu_lanes(v.offset);
         s.sum.compute_at(block).gpu_lanes(v.offset);
         s.stats.compute_at(block).gpu_lanes(v.offset);
-        sum.reorder(v.offset, v.d, s.in_block, s.block).gpu_lanes(v.offset);
+        sum.reorder(v.d, v.offset, s.in_block, s.block).gpu_lanes(v.offset);
         stats.reorder(v.offset, s.in_block, s.block).gpu_lanes(v.offset);
         stats.compute_with(sum, s.in_block);
         for (Func rows : staged) {
@@ -78,6 +79,23 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
                 .fuse(a[0], a[2], dt)
                 .split(dt, dto, dti, 32, TailStrategy::GuardWithIf)  // the warp reads 32 consecutive floats
                 .gpu_lanes(dti);
+        }
+        // A lane's registers for its accumulators and held rows, D each, of
+        // the 255 a thread may have: the rest holds the pair's terms, the
+        // staged rows' values and addresses (ptxas: no spills at D = 64 with
+        // two rows held, spills with three).
+        constexpr int held_register_budget = 192;
+        const int held = std::min<int>(s.own_rows.size(), held_register_budget / constant_d - 1);
+        for (int r = 0; r < held; r++) {
+            Func rows = s.own_rows[r];
+            const std::vector<Var> a = rows.args();  // (d, h, t, b)
+            rows.compute_at(block)
+                .store_in(MemoryType::Register)
+                .bound_extent(a[0], constant_d)
+                .bound_extent(a[2], 32)
+                .reorder(a[0], a[2], a[1], a[3])
+                .unroll(a[0])
+                .gpu_lanes(a[2]);
         }
         pairs = {LoopLevel(s.sum, s.in_block), 32, s.own_token};
     } else {

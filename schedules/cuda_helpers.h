@@ -36,11 +36,16 @@ void require_warp_band(int band, const Halide::Expr &head_dim);
 // reads (wrappers of the features made with Func::in), are copied into shared
 // memory once a window block (of `block_size` tokens) by the whole warp; any
 // other head dim reads the rows from global memory, thread by thread.
+// `own_rows`: rows (d, h, t, b) of the band's own tokens that every pair
+// reads, most read first; with a constant head dim each lane holds its
+// token's rows in registers for the whole band instead of loading them once
+// a pair, as many as leave room for its accumulators (held_register_budget).
 // Returns where pair terms are computed.
 struct BandSum {
     Halide::Func sum, stats;
     Halide::RVar block, in_block;
     int own_token;  // which argument of a pair term (j, i, h, b) is the band's token: 1 (i) or 0 (j)
+    std::vector<Halide::Func> own_rows = {};
 };
 struct PairLevel {
     Halide::LoopLevel at;

@@ -42,8 +42,9 @@ void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
     // and by the sum (as values).
     Func key_features = p.form == ScoreForm::Expansion ? p.centred : p.x;
     const std::vector<Func> key_rows{key_features.in(p.scores.key_features), p.x.in(p.weighted_sum)};
-    const cuda::PairLevel pairs = cuda::schedule_band_sum({p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1}, v,
-                                                          p.head_dim, k["key_tile"], key_rows);
+    const cuda::PairLevel pairs = cuda::schedule_band_sum(
+        {p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1, {p.scores.query_features}}, v, p.head_dim, k["key_tile"],
+        key_rows);
     cuda::schedule_pair_term(p.weight, pairs);
     cuda::schedule_pair_dot(p.scores.dot, p.scores.rd, pairs, p.head_dim);
 

@@ -98,7 +98,15 @@ TEST_CASE("the direct form's variants are named, and what a direct call runs", "
             CHECK(std::string(gka_last_kernel()) == backward);
         }
     }
-    CHECK(gka_kernel_variant("cuda", "forward_direct", shape, causal, nullptr) == nullptr);  // not compiled for CUDA
+    if (gka_cuda_compiled()) {  // CUDA has the direct form alone: every pass name gives its variant
+        for (const char *pass : {"forward", "backward"}) {
+            const char *named = gka_kernel_variant("cuda", pass, shape, causal, nullptr);
+            REQUIRE(named != nullptr);
+            CHECK(std::string(named).find("_direct") != std::string::npos);
+            CHECK(std::string(gka_kernel_variant("cuda", (std::string(pass) + "_direct").c_str(), shape, causal,
+                                                 nullptr)) == named);
+        }
+    }
     REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
     REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
 }

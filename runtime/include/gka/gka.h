@@ -87,15 +87,17 @@ GKA_API const char *gka_cpu_families(void); /* those compiled in, best first: "a
  * work (so such calls cost about three times the expansion's). A backward
  * whose every row attends to itself alone (T = 1, window (0, 0)) runs direct.
  * "direct": always the direct form. gka_last_kernel() names the kernel that
- * gave the results (..._direct for the direct form). The CUDA kernels have
- * the expansion alone. */
+ * gave the results (..._direct for the direct form). The CUDA kernels run
+ * the direct form alone, whatever the setting: choosing per call would need
+ * the expansion's spread on the host, a synchronization of the caller's stream. */
 GKA_API gka_status gka_set_score_form(const char *form); /* NULL or "" = "auto" */
 GKA_API const char *gka_score_form(void);
 
 /* The kernel variant that `pass` runs for this shape and window on `family`
  * ("avx512", "avx2", "generic" or "cuda"): "forward" or "backward" name the
  * expansion's variant (what "auto" runs first), "forward_direct" or
- * "backward_direct" the direct form's (CPU families only). Its name, e.g.
+ * "backward_direct" the direct form's (on "cuda", all four name the direct
+ * form's variant, the only one it has). Its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
  * schedule knobs it was compiled with ("name:value,..."; "" = the schedule's
  * defaults). The autotuner's table, schedules/tuned.tsv, gives knobs per shape
