@@ -208,8 +208,8 @@ gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, 
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
     const auto *k = gka::cuda_forward_variant(D, gka::window_kind(window.left, window.right, T), T);
-    // The CUDA kernels have the expansion form alone: the spread that would
-    // choose the form is not read back (that would synchronize the stream).
+    // The CUDA kernels run the direct form alone: the spread, which chooses
+    // the form on the CPU, is not read back (that would synchronize the stream).
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));
     const int code = k->run(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf, spread.raw_buffer());
     spread.device_free(&call);

@@ -3,17 +3,20 @@
 // Two passes over the pairs (the CPU walks them once, but a GPU would need
 // atomics for that), each shaped like the CUDA forward (forward_cuda.cpp): one
 // warp per band of 32 tokens, one token a lane, the rows the band walks staged
-// in shared memory a tile at a time, accumulators in registers striped over
-// the lanes.
-// - by query: each lane walks the keys of its query's band (x_j staged) and
-//   keeps sum_j dS_ij x_j and the scalar sums of dS and dS*s (fused);
-// - by key: each lane walks the queries of its key's band (x_i and dy_i
-//   staged) and keeps sum_i dS_ij x_i / sigma^2 + P_ij dy_i and sum_i dS_ij.
+// in shared memory a tile at a time, accumulators and the lane's own rows in
+// registers striped over the lanes (own rows in shared memory where registers
+// run out), the pair dot products as four FMA chains.
+// - by query: each lane walks the keys of its query's band (x_j staged),
+//   holds x_i, dy_i and y_i, and keeps sum_j dS_ij (x_j - x_i) and the scalar
+//   sums of dS and dS*s (fused);
+// - by key: each lane walks the queries of its key's band (x_i, dy_i and y_i
+//   staged), holds x_j, and keeps sum_i dS_ij (x_i - x_j) / sigma^2 + P_ij dy_i.
 // dx is then an element-wise kernel, and dsigma one block per head summing the
 // query pass's dS*s over every token in a fixed order. Every output element is
 // written by one thread in a fixed order: no atomics, deterministic results.
-// ptxas (sm_80): D=64 165 and 132 registers, no spills, 8 and 16 KiB of shared
-// memory a block. Unmeasured: no GPU was available when it was written.
+// On an H200: D=64 3-6 TFLOP/s, D=128 1-1.6 (blocks of 16 tokens there,
+// schedules/tuned.tsv). ptxas (sm_80): D=64 253 and 215 registers, D=128 253
+// and 222, no spills.
 #include <tuple>
 
 #include "cuda_helpers.h"
@@ -34,27 +37,34 @@ void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     if (p.form == ScoreForm::Expansion) cuda::schedule_token_rows(p.delta, v, 128);
     for (Scores *s : {&p.by_query.scores, &p.by_key.scores}) cuda::schedule_sqnorm(*s, v, p.head_dim);
 
+    // The pair dot products, split into chains first: wrappers of their
+    // operands are made for the Funcs that read them (PairDot::terms).
+    const cuda::PairDot query_dot = cuda::split_pair_dot(p.by_query.scores.dot, p.by_query.scores.rd, p.head_dim),
+                        query_dprob = cuda::split_pair_dot(p.by_query.dprob, p.by_query.scores.rd, p.head_dim),
+                        key_dot = cuda::split_pair_dot(p.by_key.scores.dot, p.by_key.scores.rd, p.head_dim),
+                        key_dprob = cuda::split_pair_dot(p.by_key.dprob, p.by_key.scores.rd, p.head_dim);
     // The rows each direction walks, staged a tile at a time: the keys' x in
-    // the query direction; the queries' x and dy in the key direction.
+    // the query direction; the queries' x, dy (and y) in the key direction.
     std::vector<Func> key_rows{p.x.in(p.by_query.scores.key_features)};
-    std::vector<Func> query_rows{p.x.in(p.by_key.scores.query_features), p.dy.in({p.by_key.dprob, p.key_sum})};
-    // Each lane's own token's rows, held in registers where they fit: the
-    // query's x, dy and y in the query direction; the key's x in the other.
+    std::vector<Func> query_rows{p.x.in(p.by_key.scores.query_features), p.dy.in({key_dprob.terms, p.key_sum})};
+    // Each lane's own token's rows, held where they fit (schedule_band_sum):
+    // the query's x (and dy and y) in the query direction; the key's x in the other.
     std::vector<Func> own_query_rows{p.by_query.scores.query_features};
     if (p.form == ScoreForm::Direct) {  // dP - Dl is dy_i . (x_j - y_i)
-        own_query_rows.push_back(p.dy.in(p.by_query.dprob));
-        own_query_rows.push_back(p.y.in(p.by_query.dprob));
-        query_rows.push_back(p.y.in(p.by_key.dprob));
+        own_query_rows.push_back(p.dy.in(query_dprob.terms));
+        own_query_rows.push_back(p.y.in(query_dprob.terms));
+        query_rows.push_back(p.y.in(key_dprob.terms));
     }
     const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.y, p.keys.x, 1, own_query_rows};
     const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.y, p.queries.x, 0, {p.by_key.scores.key_features}};
-    for (auto [sum, terms, rows, block] : {std::tuple{by_query, &p.by_query, key_rows, k["key_block"]},
-                                           std::tuple{by_key, &p.by_key, query_rows, k["query_block"]}}) {
+    for (auto [sum, terms, rows, block, dots] :
+         {std::tuple{by_query, &p.by_query, key_rows, k["key_block"], std::pair{query_dot, query_dprob}},
+          std::tuple{by_key, &p.by_key, query_rows, k["query_block"], std::pair{key_dot, key_dprob}}}) {
         const cuda::PairLevel pairs = cuda::schedule_band_sum(sum, v, p.head_dim, block, rows);
         cuda::schedule_pair_term(terms->dscore, pairs);
         cuda::schedule_pair_term(terms->prob, pairs);
-        cuda::schedule_pair_dot(terms->scores.dot, terms->scores.rd, pairs, p.head_dim);
-        cuda::schedule_pair_dot(terms->dprob, terms->scores.rd, pairs, p.head_dim);
+        cuda::schedule_pair_dot(dots.first, pairs);
+        cuda::schedule_pair_dot(dots.second, pairs);
     }
 
     // dsigma: one block per head, one thread summing every token in order.

@@ -83,19 +83,27 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
         // A lane's registers for its accumulators and held rows, D each, of
         // the 255 a thread may have: the rest holds the pair's terms, the
         // staged rows' values and addresses (ptxas: no spills at D = 64 with
-        // two rows held, spills with three).
-        constexpr int held_register_budget = 192;
-        const int held = std::min<int>(s.own_rows.size(), held_register_budget / constant_d - 1);
-        for (int r = 0; r < held; r++) {
-            Func rows = s.own_rows[r];
+        // two rows held, spills with three). Own rows past that go to shared
+        // memory, token innermost (lane l reads word d * 32 + l: no bank
+        // conflicts), while the block's shared memory stays within the 48 KiB
+        // a kernel has without opting in; any others are read from global
+        // memory, a row a lane (32 cache lines a load), every pair.
+        constexpr int held_register_budget = 192, shared_budget = 48 * 1024;
+        const int row_bytes = constant_d * 4;
+        int registers_left = held_register_budget / constant_d - 1;
+        int shared_left = shared_budget - int(staged.size()) * block_size * row_bytes;
+        for (Func rows : s.own_rows) {
             const std::vector<Var> a = rows.args();  // (d, h, t, b)
-            rows.compute_at(block)
-                .store_in(MemoryType::Register)
-                .bound_extent(a[0], constant_d)
-                .bound_extent(a[2], 32)
-                .reorder(a[0], a[2], a[1], a[3])
-                .unroll(a[0])
-                .gpu_lanes(a[2]);
+            if (registers_left > 0) {
+                registers_left--;
+                rows.compute_at(block).store_in(MemoryType::Register).unroll(a[0]);
+            } else if (shared_left >= 32 * row_bytes) {
+                shared_left -= 32 * row_bytes;
+                rows.compute_at(block).store_in(MemoryType::GPUShared).reorder_storage(a[2], a[0], a[1], a[3]);
+            } else {
+                continue;
+            }
+            rows.bound_extent(a[0], constant_d).bound_extent(a[2], 32).reorder(a[0], a[2], a[1], a[3]).gpu_lanes(a[2]);
         }
         pairs = {LoopLevel(s.sum, s.in_block), 32, s.own_token};
     } else {
@@ -120,20 +128,48 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
 }
 
 // One pair a thread at a time, a scalar in a register; or one pair a lane.
-void schedule_pair_term(Func f, const PairLevel &at) {
-    const std::vector<Var> a = f.args();  // (j, i, h, b)
+// `extra`: a further dimension of the term (a Var and its extent) and its extent.
+void schedule_pair_term(Func f, const PairLevel &at, std::pair<Var, int> extra) {
     f.compute_at(at.at).store_in(MemoryType::Register);
+    std::vector<Var> a;  // (j, i, h, b) in that order, whatever else f has
+    for (const Var &x : f.args()) {
+        if (extra.second > 0 && x.same_as(extra.first)) {
+            f.bound_extent(x, extra.second);
+        } else {
+            a.push_back(x);
+        }
+    }
     const Var own = a[at.own_token], other = a[1 - at.own_token];
     for (const Var &x : a) f.bound_extent(x, x.same_as(own) && at.lanes ? at.lanes : 1);
     if (at.lanes) {
-        f.reorder_storage(own, other, a[2], a[3]).gpu_lanes(own);  // a lane's slot: its token
+        f.reorder_storage(own, other).gpu_lanes(own);  // a lane's slot: its token
         for (int u = 0; u < f.num_update_definitions(); u++) f.update(u).reorder(own, other).gpu_lanes(own);
     }
 }
 
-void schedule_pair_dot(Func f, const RDom &rd, const PairLevel &at, const Expr &head_dim) {
-    schedule_pair_term(f, at);
-    if (constant_head_dim(head_dim) > 0) f.update().unroll(rd.x);
+PairDot split_pair_dot(Func f, const RDom &rd, const Expr &head_dim) {
+    PairDot dot{f, f, RVar(rd.x), RVar(), Var("chain"), 0, constant_head_dim(head_dim)};
+    if (dot.head_dim > 0 && dot.head_dim % dot_chains == 0) {
+        dot.inner = RVar("dot_inner");
+        dot.outer = RVar("dot_outer");
+        dot.chains = dot_chains;
+        dot.terms = f.update().split(rd.x, dot.outer, dot.inner, dot_chains).rfactor(dot.inner, dot.chain);
+    }
+    return dot;
+}
+
+void schedule_pair_dot(PairDot dot, const PairLevel &at) {
+    schedule_pair_term(dot.sum, at);
+    if (dot.chains == 0) {
+        if (dot.head_dim > 0) dot.sum.update().unroll(dot.outer);
+        return;
+    }
+    dot.sum.update().unroll(dot.inner);
+    schedule_pair_term(dot.terms, at, {dot.chain, dot.chains});
+    // Inside each lane's loop, as every loop of a pair term (one lane loop, no barrier between steps).
+    const Var own = dot.sum.args()[at.own_token], other = dot.sum.args()[1 - at.own_token];
+    dot.terms.reorder(dot.chain, own, other).unroll(dot.chain);
+    dot.terms.update().reorder(dot.chain, dot.outer, own, other).unroll(dot.chain).unroll(dot.outer);
 }
 
 void schedule_token_output(Func out, const Vars &v, int tokens_per_block) {

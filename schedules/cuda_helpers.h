@@ -55,11 +55,27 @@ struct PairLevel {
 PairLevel schedule_band_sum(BandSum s, const Vars &v, const Halide::Expr &head_dim, int block_size,
                             const std::vector<Halide::Func> &staged);
 
-// A pair term f(j, i, h, b) computed per pair at `at`; a dot product over the
-// head dim (an update over `rd`) is unrolled when the head dim is constant.
-void schedule_pair_term(Halide::Func f, const PairLevel &at);
-void schedule_pair_dot(Halide::Func f, const Halide::RDom &rd, const PairLevel &at,
-                       const Halide::Expr &head_dim);
+// A pair term f(j, i, h, b) computed per pair at `at`, a scalar a lane.
+// `extra`: a further dimension of the term, with its extent.
+void schedule_pair_term(Halide::Func f, const PairLevel &at, std::pair<Halide::Var, int> extra = {});
+
+// A pair's dot product over the head dim (an update of `sum` over rd), split
+// (rfactor) into dot_chains partial sums where the head dim is a constant
+// multiple of it: one pair's FMAs are then dot_chains dependent chains, not
+// one of D at 4 cycles a step. `terms` is the Func that reads the operands
+// (the partial sums, or `sum` itself unsplit): wrappers of an operand
+// (Func::in) are made for it, after the split.
+constexpr int dot_chains = 4;
+struct PairDot {
+    Halide::Func sum, terms;
+    Halide::RVar outer, inner;
+    Halide::Var chain;
+    int chains;    // 0: not split
+    int head_dim;  // constant, else 0
+};
+PairDot split_pair_dot(Halide::Func f, const Halide::RDom &rd, const Halide::Expr &head_dim);
+// Computed per pair at `at`, every loop unrolled when the head dim is constant.
+void schedule_pair_dot(PairDot dot, const PairLevel &at);
 
 // An output (d, h, t, b): threads over 32 head-dim elements x tokens_per_block
 // tokens, blocks of tokens by head and batch; wider head dims loop in the thread.

@@ -2,22 +2,23 @@
 //
 // One block per (band of 32 queries, head, batch): one warp, one query a lane.
 // The band's key window is walked by tiles of key_tile keys; each tile's rows
-// (keys for the score, values for the sum: the same features) are copied into
-// shared memory by the whole warp, coalesced, then every lane reads each key
-// as a broadcast. Each lane keeps its query's D accumulators of
+// (the features, keys for the score and values for the sum: one tile in the
+// direct form) are copied into shared memory by the whole warp, coalesced,
+// then every lane reads each key as a broadcast. Each lane holds its query's
+// row (registers, or shared memory at D=128) and its D accumulators of
 // sum_j exp(s_ij) x_j and its row sum (fused into the same loop) in registers:
 // the block-level allocation is striped over the lanes (gpu_lanes), which is
 // what lets the tile loop sit between the block and its lanes. The score's dot
-// product and the exponential are computed once per pair, by the lane that
-// owns the query. y and lse are then written by two small element-wise kernels.
-// No atomics: results are deterministic. The "any head dim" variant keeps the
-// untiled form (accumulators in registers need a constant D): one thread per
-// query reading keys from global memory.
+// product (four FMA chains) and the exponential are computed once per pair,
+// by the lane that owns the query. y and lse are then written by two small
+// element-wise kernels. No atomics: results are deterministic. The "any head
+// dim" variant keeps the untiled form (accumulators in registers need a
+// constant D): one thread per query reading keys from global memory.
 //
-// ptxas (sm_80, scripts/cuda_ptxas_report.py): D=64 main kernel 119
-// registers, no spills, 8 KiB of shared memory a block. Unmeasured: no GPU was
-// available when it was written. Next: a register tile of several queries a
-// lane, so that each key read from shared memory feeds more than one FMA pair.
+// On an H200: 4-10 TFLOP/s by GKA.md (README, "Performance"); ptxas (sm_80,
+// scripts/cuda_ptxas_report.py): D=64 211 registers, D=128 213, no spills.
+// Next: several warps a block sharing the staged tiles, and a register tile
+// of several queries a lane, so that each key read feeds more than one query.
 #include "cuda_helpers.h"
 #include "schedule_helpers.h"
 #include "schedules.h"
@@ -40,13 +41,17 @@ void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
 
     // The keys' rows, read by the score (as keys: centred in the Expansion)
     // and by the sum (as values).
-    Func key_features = p.form == ScoreForm::Expansion ? p.centred : p.x;
-    const std::vector<Func> key_rows{key_features.in(p.scores.key_features), p.x.in(p.weighted_sum)};
+    const cuda::PairDot dot = cuda::split_pair_dot(p.scores.dot, p.scores.rd, p.head_dim);
+    // The direct form's two are the same rows: one tile.
+    const std::vector<Func> key_rows =
+        p.form == ScoreForm::Direct
+            ? std::vector<Func>{p.x.in({p.scores.key_features, p.weighted_sum})}
+            : std::vector<Func>{p.centred.in(p.scores.key_features), p.x.in(p.weighted_sum)};
     const cuda::PairLevel pairs = cuda::schedule_band_sum(
         {p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1, {p.scores.query_features}}, v, p.head_dim, k["key_tile"],
         key_rows);
     cuda::schedule_pair_term(p.weight, pairs);
-    cuda::schedule_pair_dot(p.scores.dot, p.scores.rd, pairs, p.head_dim);
+    cuda::schedule_pair_dot(dot, pairs);
 
     cuda::schedule_token_output(p.y, v, k["output_tokens"]);
     Var to("to"), ti("ti");

@@ -118,7 +118,9 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
             if (t >= 2) lengths.push_back(t);
     }
     const gka_window windows[] = {{-1, -1}, {-1, 0}, {16, 0}, {255, 0}};
-    for (const std::string &family : gka_test::compiled_families())
+    std::vector<std::string> families = gka_test::compiled_families();
+    if (gka_cuda_compiled()) families.push_back("cuda");
+    for (const std::string &family : families)
         for (const char *pass : {"forward", "backward"})
             for (int64_t head_dim : {64, 96, 128})
                 for (int64_t seq_len : lengths)
@@ -143,6 +145,7 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
     std::sort(lengths.begin(), lengths.end());
     std::string not_run;  // the rows of families this host cannot run
     for (const Row &r : rows) {
+        if (r.family == "cuda") continue;  // its kernels run in gka.cuda (tests/gpu/), on a GPU
         if (!gka_cpu_family_supported(r.family.c_str())) {
             not_run += " " + r.family + "/" + r.kernel + "/" + std::to_string(r.shape.head_dim);
             continue;
