@@ -1,8 +1,9 @@
 # The target families (cmake/families.tsv, the one list of them) and the
 # helper that instantiates a GKA kernel for one. Each family is its own Halide
 # target; libgka picks among the CPU ones at run time. From the table:
-# GKA_FAMILIES (the CPU families, best first), GKA_CUDA_FAMILIES, and per
-# family GKA_TARGET_<f> and GKA_HOST_FEATURES_<f>, for the rows of the
+# GKA_FAMILIES (the CPU families, best first), GKA_CUDA_FAMILIES (best first),
+# and per family GKA_TARGET_<f>, GKA_HOST_FEATURES_<f> (CPU) and
+# GKA_CUDA_CAPABILITY_<f> (CUDA, e.g. 86), for the rows of the
 # architecture being built for (GKA_HALIDE_ARCH, their targets' prefix).
 if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
     set(GKA_HALIDE_ARCH arm-64)
@@ -29,6 +30,10 @@ foreach (row IN LISTS family_rows)
     elseif (kind STREQUAL "cpu")
         list(APPEND GKA_FAMILIES ${family})
     elseif (kind STREQUAL "cuda")
+        if (NOT GKA_TARGET_${family} MATCHES "cuda_capability_([0-9]+)")
+            message(FATAL_ERROR "cmake/families.tsv: a cuda row's target names its cuda_capability_NN: '${row}'")
+        endif ()
+        set(GKA_CUDA_CAPABILITY_${family} ${CMAKE_MATCH_1})
         list(APPEND GKA_CUDA_FAMILIES ${family})
     else ()
         message(FATAL_ERROR "cmake/families.tsv: kind must be cpu or cuda: '${row}'")

@@ -37,6 +37,8 @@ struct Driver {
     CUresult (*cuDeviceGetCount)(int *);
     CUresult (*cuDeviceGet)(CUdevice *, int);
     CUresult (*cuCtxGetCurrent)(CUcontext *);
+    CUresult (*cuCtxGetDevice)(CUdevice *);
+    CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*cuGetErrorString)(CUresult, const char **);
 };
@@ -109,6 +111,8 @@ void load_driver() {
     bind(driver.cuDeviceGetCount, "cuDeviceGetCount");
     bind(driver.cuDeviceGet, "cuDeviceGet");
     bind(driver.cuCtxGetCurrent, "cuCtxGetCurrent");
+    bind(driver.cuCtxGetDevice, "cuCtxGetDevice");
+    bind(driver.cuDeviceGetAttribute, "cuDeviceGetAttribute");
     bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(driver.cuGetErrorString, "cuGetErrorString");
     if (!missing.empty()) {
@@ -153,6 +157,29 @@ bool device_ready() {
     return false;
 }
 
+// The CUDA family (cmake/families.tsv) for the device of the calling thread's
+// current context (device 0's if none is current): the best one whose compute
+// capability the device has. Else the call's error.
+gka_status device_family(const char **family) {
+    CUcontext current = nullptr;
+    CUdevice dev = 0;
+    if (driver.cuCtxGetCurrent(&current) != 0 || current == nullptr || driver.cuCtxGetDevice(&dev) != 0) dev = 0;
+    int major = 0, minor = 0;
+    constexpr int capability_major = 75, capability_minor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_*
+    if (CUresult r = driver.cuDeviceGetAttribute(&major, capability_major, dev); r != 0) {
+        return fail(GKA_ERR_DEVICE, driver_message("cuDeviceGetAttribute", r));
+    }
+    driver.cuDeviceGetAttribute(&minor, capability_minor, dev);
+    if ((*family = gka::cuda_family_for(gka::cuda_families(), 10 * major + minor))) return GKA_OK;
+    const auto &families = gka::cuda_families();
+    const std::string has = "CUDA device " + std::to_string(dev) + " has compute capability " +
+                            std::to_string(major) + "." + std::to_string(minor);
+    if (families.empty()) return fail(GKA_ERR_UNSUPPORTED, has + ", and this libgka has no CUDA kernels");
+    const int oldest = families.back().capability;
+    return fail(GKA_ERR_UNSUPPORTED, has + ", below the " + std::to_string(oldest / 10) + "." +
+                                         std::to_string(oldest % 10) + " that libgka's CUDA kernels need");
+}
+
 // A view of caller device memory: no host side, nothing to copy, nothing owned.
 struct DeviceBuffer {
     halide_dimension_t dims[4];
@@ -184,7 +211,16 @@ struct DeviceBuffer {
 
 extern "C" {
 
-int gka_cuda_compiled(void) { return 1; }
+int gka_cuda_compiled(void) { return gka::cuda_families().empty() ? 0 : 1; }
+
+const char *gka_cuda_families(void) {
+    static const std::string listed = [] {
+        std::string names;
+        for (const gka::CudaFamily &f : gka::cuda_families()) names += (names.empty() ? "" : ",") + std::string(f.name);
+        return names;
+    }();
+    return listed.c_str();
+}
 
 int gka_cuda_available(void) {
     gka::internal::clear_error();
@@ -200,6 +236,8 @@ gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, 
         return s;
     }
     if (!device_ready()) return GKA_ERR_DEVICE;
+    const char *family = nullptr;
+    if (gka_status s = device_family(&family); s != GKA_OK) return s;
     const int64_t D = shape.head_dim, H = shape.heads, T = shape.seq_len, B = shape.batch;
     DeviceBuffer xb(x, {D, H, T, B}), sb(sigma, {H}), yb(y, {D, H, T, B}), lb(lse, {T, H, B});
     for (const DeviceBuffer *b : {&xb, &sb, &yb, &lb}) {
@@ -207,7 +245,7 @@ gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, 
     }
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
-    const auto *k = gka::cuda_forward_variant(D, gka::window_kind(window.left, window.right, T), T);
+    const auto *k = gka::cuda_forward_variant(family, D, gka::window_kind(window.left, window.right, T), T);
     // The CUDA kernels run the direct form alone: the spread, which chooses
     // the form on the CPU, is not read back (that would synchronize the stream).
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));
@@ -228,6 +266,8 @@ gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x,
         return s;
     }
     if (!device_ready()) return GKA_ERR_DEVICE;
+    const char *family = nullptr;
+    if (gka_status s = device_family(&family); s != GKA_OK) return s;
     const int64_t D = shape.head_dim, H = shape.heads, T = shape.seq_len, B = shape.batch;
     DeviceBuffer xb(x, {D, H, T, B}), sb(sigma, {H}), yb(y, {D, H, T, B}), lb(lse, {T, H, B}),
         dyb(dy, {D, H, T, B}), dxb(dx, {D, H, T, B}), dsb(dsigma, {H});
@@ -236,7 +276,7 @@ gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x,
     }
     const auto w = gka::internal::kernel_window(window, T);
     CallContext call{stream};
-    const auto *k = gka::cuda_backward_variant(D, gka::window_kind(window.left, window.right, T), T);
+    const auto *k = gka::cuda_backward_variant(family, D, gka::window_kind(window.left, window.right, T), T);
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back, as in the forward
     const int code = k->run(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf, &dsb.buf,
                             spread.raw_buffer());

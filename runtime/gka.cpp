@@ -329,15 +329,16 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     auto pick = [&](const auto *variant) {
         if (variant) name = variant->name, compiled_knobs = variant->knobs;
     };
-    const bool cuda = std::string(family) == "cuda";
+    bool cuda = false;
+    for (const gka::CudaFamily &f : gka::cuda_families()) cuda = cuda || std::string(family) == f.name;
     const std::string p = pass;
     const bool direct = p == "forward_direct" || p == "backward_direct";
     const gka::Scores scores = direct ? gka::Scores::direct : gka::Scores::expansion;
     if (p == "forward" || p == "forward_direct") {
-        if (cuda) pick(gka::cuda_forward_variant(shape.head_dim, kind, shape.seq_len));
+        if (cuda) pick(gka::cuda_forward_variant(family, shape.head_dim, kind, shape.seq_len));
         if (!cuda) pick(gka::forward_variant(family, shape.head_dim, kind, shape.seq_len, scores));
     } else if (p == "backward" || p == "backward_direct") {
-        if (cuda) pick(gka::cuda_backward_variant(shape.head_dim, kind, shape.seq_len));
+        if (cuda) pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len));
         if (!cuda) pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len, scores));
     }
     if (name && knobs) *knobs = compiled_knobs;

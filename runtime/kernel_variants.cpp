@@ -14,6 +14,9 @@ namespace {
 #define GKA_CPU_FAMILY(family, host_features) {#family, host_features},
 const CpuFamily families[] = {GKA_CPU_FAMILIES};
 #undef GKA_CPU_FAMILY
+#define GKA_CUDA_FAMILY(family, capability) {#family, capability},
+const std::vector<CudaFamily> cuda_family_list = {GKA_CUDA_FAMILIES};
+#undef GKA_CUDA_FAMILY
 
 #define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs, scores) \
     {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, Scores::scores},
@@ -47,12 +50,17 @@ const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head
                                                 int64_t seq_len, Scores scores) {
     return narrowest(backward_variants, family, head_dim, kind, seq_len, scores);
 }
-const Variant<CudaForwardKernel> *cuda_forward_variant(int64_t head_dim, WindowKind kind, int64_t seq_len) {
-    return narrowest(cuda_forward_variants, "cuda", head_dim, kind, seq_len, Scores::direct);
+const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind kind,
+                                                      int64_t seq_len) {
+    return narrowest(cuda_forward_variants, family, head_dim, kind, seq_len, Scores::direct);
 }
-const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, WindowKind kind, int64_t seq_len) {
-    return narrowest(cuda_backward_variants, "cuda", head_dim, kind, seq_len, Scores::direct);
+const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind kind,
+                                                        int64_t seq_len) {
+    return narrowest(cuda_backward_variants, family, head_dim, kind, seq_len, Scores::direct);
 }
+
+const std::vector<CudaFamily> &cuda_families() { return cuda_family_list; }
+
 
 bool CpuFamily::host_supports() const {
     // Asked on every call (dispatch); the host does not change, so each

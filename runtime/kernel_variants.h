@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "HalideRuntime.h"
 
@@ -68,13 +69,30 @@ struct Variant {
 
 // The variant of `family` for a call of these shapes, or null if the family
 // has no kernels (every CPU family has one for any head dim and shape in
-// each score form; CUDA has the expansion only).
+// each score form; the CUDA families have the direct form only).
 const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
                                               Scores = Scores::expansion);
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
                                                 Scores = Scores::expansion);
-const Variant<CudaForwardKernel> *cuda_forward_variant(int64_t head_dim, WindowKind, int64_t seq_len);
-const Variant<CudaBackwardKernel> *cuda_backward_variant(int64_t head_dim, WindowKind, int64_t seq_len);
+const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind,
+                                                      int64_t seq_len);
+const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind,
+                                                        int64_t seq_len);
+
+// The CUDA families compiled in, best first, each with the compute capability
+// its PTX targets (major * 10 + minor).
+struct CudaFamily {
+    const char *name;
+    int capability;
+};
+const std::vector<CudaFamily> &cuda_families();
+// The best of `families` (best first) that a device of `capability` runs;
+// null if it is older than every one.
+inline const char *cuda_family_for(const std::vector<CudaFamily> &families, int capability) {
+    for (const CudaFamily &f : families)
+        if (f.capability <= capability) return f.name;
+    return nullptr;
+}
 
 struct CpuFamily {
     const char *name;

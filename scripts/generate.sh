@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make generate: GKA's kernels for any Halide 21 target. For each pass
-# (forward, backward) the head dims 64, 128 and any in the expansion form, and
-# (CPU targets) any in the direct form, as the C ABI dispatches them: a static
-# library and header apiece, named gka_<pass>_<d64|d128|any|any_direct>, with
+# (forward, backward), as the C ABI dispatches them: on a CPU target the head
+# dims 64, 128 and any in the expansion form and any in the direct form; on a
+# CUDA target 64, 128 and any in the direct form, the only one libgka runs
+# there. A static library and header apiece, named
+# gka_<pass>_<d64|d128|any>[_direct], with
 # their STMT and assembly beside them; and Halide's runtime for the target
 # (gka_runtime.a), which they share. KNOBS (name:value,...) overrides the
 # schedule's defaults for the target's family (gka_knobs lists them).
@@ -20,8 +22,11 @@ if ! message=$("$generator" -r gka_runtime -e static_library,c_header -o "$out" 
   echo "$message" | grep -v '^\s*$' | head -5 >&2
   exit 1
 fi
-variants="d64:64:expansion d128:128:expansion any:0:expansion"
-[[ "$target" == *cuda* ]] || variants+=" any_direct:0:direct"  # the CUDA kernels have the expansion alone
+if [[ "$target" == *cuda* ]]; then
+  variants="d64_direct:64:direct d128_direct:128:direct any_direct:0:direct"
+else
+  variants="d64:64:expansion d128:128:expansion any:0:expansion any_direct:0:direct"
+fi
 for pass in forward backward; do
   for variant in $variants; do
     IFS=: read -r suffix head_dim scores <<< "$variant"

@@ -11,12 +11,15 @@
 
 namespace gka_test {
 
-inline std::vector<std::string> compiled_families() {
+inline std::vector<std::string> listed_families(const char *listed) {
     std::vector<std::string> families;
-    std::istringstream listed(gka_cpu_families());
-    for (std::string f; std::getline(listed, f, ',');) families.push_back(f);
+    std::istringstream in(listed);
+    for (std::string f; std::getline(in, f, ',');) families.push_back(f);
     return families;
 }
+inline std::vector<std::string> compiled_families() { return listed_families(gka_cpu_families()); }
+// The CUDA families compiled in, best first (gka_cuda_families).
+inline std::vector<std::string> cuda_families() { return listed_families(gka_cuda_families()); }
 
 // Those of them this host runs (gka_cpu_family_supported), best first.
 inline std::vector<std::string> families_this_host_runs() {

@@ -98,12 +98,13 @@ TEST_CASE("the direct form's variants are named, and what a direct call runs", "
             CHECK(std::string(gka_last_kernel()) == backward);
         }
     }
-    if (gka_cuda_compiled()) {  // CUDA has the direct form alone: every pass name gives its variant
+    for (const std::string &cuda : gka_test::cuda_families()) {  // the direct form alone: every pass name gives it
         for (const char *pass : {"forward", "backward"}) {
-            const char *named = gka_kernel_variant("cuda", pass, shape, causal, nullptr);
+            const char *named = gka_kernel_variant(cuda.c_str(), pass, shape, causal, nullptr);
             REQUIRE(named != nullptr);
+            CHECK(std::string(named).find("_" + cuda + "_") != std::string::npos);
             CHECK(std::string(named).find("_direct") != std::string::npos);
-            CHECK(std::string(gka_kernel_variant("cuda", (std::string(pass) + "_direct").c_str(), shape, causal,
+            CHECK(std::string(gka_kernel_variant(cuda.c_str(), (std::string(pass) + "_direct").c_str(), shape, causal,
                                                  nullptr)) == named);
         }
     }

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "families.h"
 #include "gka/gka.h"
+#include "kernel_variants.h"
 
 TEST_CASE("cuda: compiled in, and without a device GKA_ERR_DEVICE with the reason and nothing written", "[api][cuda]") {
     REQUIRE(gka_cuda_compiled() == 1);
@@ -46,4 +48,14 @@ TEST_CASE("cuda: every driver entry point libgka calls is found in the stub driv
     INFO(why);
     CHECK(why.find("lacks") == std::string::npos);
     CHECK(why.find("cuInit failed") != std::string::npos);
+}
+
+TEST_CASE("cuda: a device runs the best family its compute capability has", "[api][cuda]") {
+    const std::vector<gka::CudaFamily> families = {{"cuda86", 86}, {"cuda", 80}};  // best first
+    CHECK(std::string(gka::cuda_family_for(families, 90)) == "cuda86");
+    CHECK(std::string(gka::cuda_family_for(families, 86)) == "cuda86");
+    CHECK(std::string(gka::cuda_family_for(families, 89 - 4)) == "cuda");
+    CHECK(std::string(gka::cuda_family_for(families, 80)) == "cuda");
+    CHECK(gka::cuda_family_for(families, 75) == nullptr);
+    CHECK(!gka_test::cuda_families().empty());  // gka_cuda_families(), with every family the table has here
 }

@@ -119,7 +119,7 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
     }
     const gka_window windows[] = {{-1, -1}, {-1, 0}, {16, 0}, {255, 0}};
     std::vector<std::string> families = gka_test::compiled_families();
-    if (gka_cuda_compiled()) families.push_back("cuda");
+    for (const std::string &f : gka_test::cuda_families()) families.push_back(f);
     for (const std::string &family : families)
         for (const char *pass : {"forward", "backward"})
             for (int64_t head_dim : {64, 96, 128})
@@ -145,7 +145,8 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
     std::sort(lengths.begin(), lengths.end());
     std::string not_run;  // the rows of families this host cannot run
     for (const Row &r : rows) {
-        if (r.family == "cuda") continue;  // its kernels run in gka.cuda (tests/gpu/), on a GPU
+        const auto cuda = gka_test::cuda_families();
+        if (std::count(cuda.begin(), cuda.end(), r.family)) continue;  // its kernels run in gka.cuda, on a GPU
         if (!gka_cpu_family_supported(r.family.c_str())) {
             not_run += " " + r.family + "/" + r.kernel + "/" + std::to_string(r.shape.head_dim);
             continue;

@@ -21,6 +21,7 @@ struct Driver {
     CUresult (*cuInit)(unsigned);
     CUresult (*cuDeviceGet)(int *, int);
     CUresult (*cuDeviceGetName)(char *, int, int);
+    CUresult (*cuDeviceGetAttribute)(int *, int, int);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
     CUresult (*cuCtxSetCurrent)(CUcontext);
     CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
@@ -53,6 +54,7 @@ inline std::string load(Driver &d) {
     bind(d.cuInit, "cuInit");
     bind(d.cuDeviceGet, "cuDeviceGet");
     bind(d.cuDeviceGetName, "cuDeviceGetName");
+    bind(d.cuDeviceGetAttribute, "cuDeviceGetAttribute");
     bind(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(d.cuCtxSetCurrent, "cuCtxSetCurrent");
     bind(d.cuMemAlloc, "cuMemAlloc_v2");

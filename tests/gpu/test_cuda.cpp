@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <regex>
 #include <random>
 #include <vector>
 
@@ -169,6 +171,31 @@ TEST_CASE("cuda: randomized, the contract over every regime", "[cuda][accuracy][
         gka_test::check_report("cuda", drawn.p, r);
     }
     WARN(unjudged << " cases with repeated tokens over the dsigma bound (the known gap, README \"Accuracy\")");
+}
+
+// The CUDA families of cmake/families.tsv, best first, with their compute capabilities.
+std::vector<std::pair<std::string, int>> table_cuda_families() {
+    std::vector<std::pair<std::string, int>> families;
+    std::ifstream table(GKA_FAMILIES_TABLE);
+    const std::regex row(R"(^(\w+)\t\S*cuda_capability_(\d+)\S*\t\S+\tcuda$)");
+    std::smatch m;
+    for (std::string line; std::getline(table, line);)
+        if (std::regex_match(line, m, row)) families.emplace_back(m[1], std::stoi(m[2]));
+    return families;
+}
+
+TEST_CASE("cuda: the best family the device's compute capability has runs", "[cuda]") {
+    int major = 0, minor = 0;
+    REQUIRE(cu.cuDeviceGetAttribute(&major, 75, 0) == 0);  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    REQUIRE(cu.cuDeviceGetAttribute(&minor, 76, 0) == 0);
+    std::string expected;
+    for (const auto &[family, capability] : table_cuda_families())
+        if (expected.empty() && capability <= 10 * major + minor) expected = family;
+    INFO("compute capability " << major << "." << minor << ", expected family " << expected);
+    REQUIRE(!expected.empty());
+    Stream stream;
+    run_on_device(gka_ref::make_problem({1, 64, 1, 64}, causal, {1.0f}, 1.0, 3), stream);
+    CHECK(std::string(gka_last_kernel()).find("_" + expected + "_") != std::string::npos);
 }
 
 TEST_CASE("cuda: deterministic (bitwise identical reruns)", "[cuda]") {

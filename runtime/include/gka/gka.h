@@ -94,10 +94,10 @@ GKA_API gka_status gka_set_score_form(const char *form); /* NULL or "" = "auto" 
 GKA_API const char *gka_score_form(void);
 
 /* The kernel variant that `pass` runs for this shape and window on `family`
- * ("avx512", "avx2", "generic" or "cuda"): "forward" or "backward" name the
+ * ("avx512", "avx2", "generic", or a CUDA family: "cuda86", "cuda"): "forward" or "backward" name the
  * expansion's variant (what "auto" runs first), "forward_direct" or
- * "backward_direct" the direct form's (on "cuda", all four name the direct
- * form's variant, the only one it has). Its name, e.g.
+ * "backward_direct" the direct form's (on a CUDA family, all four name the
+ * direct form's variant, the only one it has). Its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
  * schedule knobs it was compiled with ("name:value,..."; "" = the schedule's
  * defaults). The autotuner's table, schedules/tuned.tsv, gives knobs per shape
@@ -133,6 +133,11 @@ GKA_API gka_status gka_backward_cuda(gka_shape shape, gka_window window, const f
                                      void *stream);
 /* 1 if this libgka has the CUDA kernels compiled in. */
 GKA_API int gka_cuda_compiled(void);
+/* The CUDA families compiled in, best first ("cuda86,cuda": PTX for compute
+ * capability 8.6 and 8.0, cmake/families.tsv). A call runs the best one the
+ * device of the calling thread's current context has (gka_last_kernel() names
+ * it); a device older than all of them gets GKA_ERR_UNSUPPORTED. */
+GKA_API const char *gka_cuda_families(void);
 /* 1 if the CUDA kernels can run here (driver loaded, cuInit succeeded, a device
  * present); 0 otherwise, with gka_last_error() saying why. */
 GKA_API int gka_cuda_available(void);
