@@ -22,6 +22,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 NAME = re.compile(r"^gka/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/T=(?P<T>\d+)")
+FAMILIES_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cmake", "families.tsv")
+
+
+def cpu_families():
+    """The CPU families of cmake/families.tsv, best first."""
+    rows = [l.rstrip("\n").split("\t") for l in open(FAMILIES_TABLE) if l.strip() and not l.startswith("#")]
+    return [r[0] for r in rows[1:] if r[3] == "cpu"]
 
 
 def run_suite(args):
@@ -73,7 +80,7 @@ def targets(medians, rows, sgemm):
     def g(family, p, w, D, T):
         return rows.get((family, p, w, D), {}).get(T)
 
-    best = next((f for f in ("avx512", "avx2", "generic") if any(k[0] == f for k in rows)), None)
+    best = next((f for f in cpu_families() if any(k[0] == f for k in rows)), None)
     for D in (64, 128):
         for p, goal in (("fwd", 0.85), ("bwd", 0.60)):
             e = g(best, p, "causal", D, 4096)
@@ -142,7 +149,7 @@ def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target
                                 f"{e['gflops'] / ref['gflops']:.2f} | {e['gflops'] / sgemm:.2f} |\n")
 
 
-FAMILY_STYLE = {"avx512": "-", "avx2": "--", "generic": ":"}
+LINE_STYLES = ["-", "--", ":", "-."]  # the families' lines, best first
 
 
 def plot(out, rows, sgemm):
@@ -156,7 +163,8 @@ def plot(out, rows, sgemm):
             Ts = sorted(rows[key])
             gf = [rows[key][T]["gflops"] for T in Ts]
             label = f"{key[0]} {key[1]} {key[2]}"
-            style = dict(marker="o", color=colors[(key[1], key[2])], linestyle=FAMILY_STYLE.get(key[0], "-"))
+            rank = cpu_families().index(key[0]) if key[0] in cpu_families() else 0
+            style = dict(marker="o", color=colors[(key[1], key[2])], linestyle=LINE_STYLES[rank % len(LINE_STYLES)])
             axes[0].plot(Ts, gf, label=label, **style)
             axes[1].plot(Ts, [x / sgemm for x in gf], label=label, **style)
         axes[0].axhline(sgemm, color="black", linestyle="--", label="sgemm 2048^3")
