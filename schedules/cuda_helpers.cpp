@@ -82,12 +82,13 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
         }
         // A lane's registers for its accumulators and held rows, D each, of
         // the 255 a thread may have: the rest holds the pair's terms, the
-        // staged rows' values and addresses (ptxas: no spills at D = 64 with
-        // two rows held, spills with three). Own rows past that go to shared
-        // memory, token innermost (lane l reads word d * 32 + l: no bank
-        // conflicts), while the block's shared memory stays within the 48 KiB
-        // a kernel has without opting in; any others are read from global
-        // memory, a row a lane (32 cache lines a load), every pair.
+        // staged rows' values and addresses (ptxas, D = 64, two rows held:
+        // 253 registers in the backward's query pass, no spills). Own rows
+        // past that go to shared memory, token innermost (lane l reads word
+        // d * 32 + l: no bank conflicts), while the block's shared memory
+        // stays within the 48 KiB a kernel has without opting in; any others
+        // are read from global memory, a row a lane (32 cache lines a load),
+        // every pair.
         constexpr int held_register_budget = 192, shared_budget = 48 * 1024;
         const int row_bytes = constant_d * 4;
         int registers_left = held_register_budget / constant_d - 1;
