@@ -69,6 +69,14 @@ Knobs cpu_backward_knobs(Family family) {
     case Family::Avx2:
         return Knobs({{"vector", 8}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 8},
                       {"query_tile", 4}, {"d_block", 16}, {"min_tasks", 2}});
+    // NEON: SSE4.1's but for the score tile, key_block x query_block, whose
+    // accumulators are all live in the innermost loop: 8 x 16 / 4 lanes = 32
+    // vectors spilled there (scripts/spill_report.py: 387 spills and reloads
+    // in innermost loops at D=64), 8 x 8 = 16 do not (8). A wider value
+    // micro-tile (d_block 16) spills again (24).
+    case Family::Neon:
+        return Knobs({{"vector", 4}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 8},
+                      {"query_tile", 4}, {"d_block", 8}, {"min_tasks", 2}});
     default:
         return Knobs({{"vector", 4}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 16},
                       {"query_tile", 4}, {"d_block", 8}, {"min_tasks", 2}});

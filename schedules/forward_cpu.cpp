@@ -69,6 +69,14 @@ Knobs cpu_forward_knobs(Family family) {
     case Family::Avx2:
         return Knobs({{"vector", 8}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 6},
                       {"key_chunk", 0}, {"d_block", 16}});
+    // NEON: 4 lanes as SSE4.1, but 32 vector registers: the value GEMM takes
+    // 16 accumulators (4 queries x 4 vectors of d), so that each value loaded
+    // feeds 4 FMAs. A score tile of 16 queries (4 vectors x 6 keys) spills in
+    // the innermost loop (scripts/spill_report.py: 12 spills and reloads
+    // against 1), so it stays at 8.
+    case Family::Neon:
+        return Knobs({{"vector", 4}, {"band", 48}, {"score_tile", 8}, {"query_tile", 4}, {"key_tile", 6},
+                      {"key_chunk", 0}, {"d_block", 16}});
     default:
         return Knobs({{"vector", 4}, {"band", 48}, {"score_tile", 8}, {"query_tile", 4}, {"key_tile", 6},
                       {"key_chunk", 0}, {"d_block", 8}});

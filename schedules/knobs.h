@@ -13,10 +13,11 @@
 
 namespace gka {
 
-enum class Family { Generic, Avx2, Avx512, Cuda };
+enum class Family { Generic, Avx2, Avx512, Neon, Cuda };
 
 inline Family family_of(const Halide::Target &t) {
     if (t.has_gpu_feature()) return Family::Cuda;
+    if (t.arch == Halide::Target::ARM) return Family::Neon;
     if (t.has_feature(Halide::Target::AVX512)) return Family::Avx512;
     if (t.has_feature(Halide::Target::AVX2)) return Family::Avx2;
     return Family::Generic;
