@@ -17,7 +17,7 @@ enum class Family { Generic, Avx2, Avx512, Neon, Cuda };
 
 inline Family family_of(const Halide::Target &t) {
     if (t.has_gpu_feature()) return Family::Cuda;
-    if (t.arch == Halide::Target::ARM) return Family::Neon;
+    if (t.arch == Halide::Target::ARM && t.bits == 64) return Family::Neon;  // AArch64: 32 vector registers
     if (t.has_feature(Halide::Target::AVX512)) return Family::Avx512;
     if (t.has_feature(Halide::Target::AVX2)) return Family::Avx2;
     return Family::Generic;
