@@ -170,8 +170,8 @@ gka_status device_family(const char **family) {
         return fail(GKA_ERR_DEVICE, driver_message("cuDeviceGetAttribute", r));
     }
     driver.cuDeviceGetAttribute(&minor, capability_minor, dev);
-    if ((*family = gka::cuda_family_for(gka::cuda_families(), 10 * major + minor))) return GKA_OK;
-    const auto &families = gka::cuda_families();
+    const std::vector<gka::CudaFamily> &families = gka::cuda_families();
+    if ((*family = gka::cuda_family_for(families, 10 * major + minor))) return GKA_OK;
     const std::string has = "CUDA device " + std::to_string(dev) + " has compute capability " +
                             std::to_string(major) + "." + std::to_string(minor);
     if (families.empty()) return fail(GKA_ERR_UNSUPPORTED, has + ", and this libgka has no CUDA kernels");
@@ -214,11 +214,8 @@ extern "C" {
 int gka_cuda_compiled(void) { return gka::cuda_families().empty() ? 0 : 1; }
 
 const char *gka_cuda_families(void) {
-    static const std::string listed = [] {
-        std::string names;
-        for (const gka::CudaFamily &f : gka::cuda_families()) names += (names.empty() ? "" : ",") + std::string(f.name);
-        return names;
-    }();
+    const std::vector<gka::CudaFamily> &families = gka::cuda_families();
+    static const std::string listed = gka::internal::joined_names(families.data(), families.data() + families.size());
     return listed.c_str();
 }
 

@@ -309,9 +309,7 @@ const char *gka_cpu_families(void) {
     static const std::string listed = [] {
         int n = 0;
         const CpuFamily *families = gka::cpu_families(&n);
-        std::string names;
-        for (int k = 0; k < n; k++) names += (k ? "," : "") + std::string(families[k].name);
-        return names;
+        return gka::internal::joined_names(families, families + n);
     }();
     return listed.c_str();
 }
@@ -329,17 +327,16 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     auto pick = [&](const auto *variant) {
         if (variant) name = variant->name, compiled_knobs = variant->knobs;
     };
-    bool cuda = false;
-    for (const gka::CudaFamily &f : gka::cuda_families()) cuda = cuda || std::string(family) == f.name;
     const std::string p = pass;
     const bool direct = p == "forward_direct" || p == "backward_direct";
     const gka::Scores scores = direct ? gka::Scores::direct : gka::Scores::expansion;
     if (p == "forward" || p == "forward_direct") {
-        if (cuda) pick(gka::cuda_forward_variant(family, shape.head_dim, kind, shape.seq_len));
-        if (!cuda) pick(gka::forward_variant(family, shape.head_dim, kind, shape.seq_len, scores));
+        // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one.
+        pick(gka::forward_variant(family, shape.head_dim, kind, shape.seq_len, scores));
+        pick(gka::cuda_forward_variant(family, shape.head_dim, kind, shape.seq_len));
     } else if (p == "backward" || p == "backward_direct") {
-        if (cuda) pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len));
-        if (!cuda) pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len, scores));
+        pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len, scores));
+        pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len));
     }
     if (name && knobs) *knobs = compiled_knobs;
     return name;

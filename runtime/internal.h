@@ -37,4 +37,13 @@ struct KernelWindow {
 };
 KernelWindow kernel_window(const gka_window &w, int64_t seq_len);
 
+// The families' names, comma-separated ("avx512,avx2,generic"): what
+// gka_cpu_families() and gka_cuda_families() return.
+template <class Family>
+std::string joined_names(const Family *first, const Family *last) {
+    std::string names;
+    for (const Family *f = first; f != last; f++) names += (names.empty() ? "" : ",") + std::string(f->name);
+    return names;
+}
+
 }  // namespace gka::internal

@@ -61,7 +61,6 @@ const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int
 
 const std::vector<CudaFamily> &cuda_families() { return cuda_family_list; }
 
-
 bool CpuFamily::host_supports() const {
     // Asked on every call (dispatch); the host does not change, so each
     // family's features are looked up once.

@@ -1,6 +1,5 @@
 #include "cuda_helpers.h"
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "schedule_helpers.h"

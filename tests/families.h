@@ -1,6 +1,7 @@
-// The CPU families libgka was compiled with, best first, as it lists them
-// (gka_cpu_families), and those the host runs. Inline: the autotuner's harness, which links the
-// kernels without libgka, shares contract.cpp but not this.
+// The CPU and CUDA families libgka was compiled with, best first, as it lists
+// them (gka_cpu_families, gka_cuda_families), and the CPU ones the host runs.
+// Inline: the autotuner's harness, which links the kernels without libgka,
+// shares contract.cpp but not this.
 #pragma once
 
 #include <sstream>

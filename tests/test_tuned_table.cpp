@@ -144,8 +144,8 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
     // runs, and agrees with the reference there.
     std::sort(lengths.begin(), lengths.end());
     std::string not_run;  // the rows of families this host cannot run
+    const std::vector<std::string> cuda = gka_test::cuda_families();
     for (const Row &r : rows) {
-        const auto cuda = gka_test::cuda_families();
         if (std::count(cuda.begin(), cuda.end(), r.family)) continue;  // its kernels run in gka.cuda, on a GPU
         if (!gka_cpu_family_supported(r.family.c_str())) {
             not_run += " " + r.family + "/" + r.kernel + "/" + std::to_string(r.shape.head_dim);
