@@ -71,7 +71,7 @@ AARCH64_BUILD := build-aarch64
 test-aarch64: build
 	@bash scripts/setup.sh aarch64
 	$(call configure,$(AARCH64_BUILD),-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/aarch64-linux-gnu.cmake \
-	  -DGKA_GENERATOR=$(CURDIR)/$(BUILD)/generators/gka.generator)
+	  -DGKA_GENERATOR=$(CURDIR)/$(BUILD)/kernels/gka.generator)
 	@$(CMAKE) --build $(AARCH64_BUILD) --target gka_tests gka_env_tests
 	@$(CTEST) --test-dir $(AARCH64_BUILD) -L cpp -E 'long|T=2048|randomized' --output-on-failure -j2
 
@@ -90,7 +90,7 @@ fuzz:
 # GKA's kernels for a Halide target of your own (README, Targets), into OUT:
 #   make generate TARGET=arm-64-linux-large_buffers OUT=dir [KNOBS=name:value,...]
 generate: build
-	@bash scripts/generate.sh $(BUILD)/generators/gka.generator "$(TARGET)" "$(OUT)" "$(KNOBS)"
+	@bash scripts/generate.sh $(BUILD)/kernels/gka.generator "$(TARGET)" "$(OUT)" "$(KNOBS)"
 
 install: build
 	@$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

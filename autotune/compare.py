@@ -144,7 +144,7 @@ def plot_search_curves(out, build):
     logs = {}
     for log in sorted(glob.glob(os.path.join(tune.ROOT, "autotune", "logs", "*.jsonl"))):
         parts = os.path.basename(log)[:-len(".jsonl")].split("-")
-        if len(parts) == 4 and parts[1] in tune.SPACES and parts[3] in tune.CLASSES:
+        if len(parts) == 4 and parts[1] in tune.KERNELS and parts[3] in tune.CLASSES:
             logs.setdefault(parts[0], []).append((log, parts[1], tune.CLASSES[parts[3]], "-".join(parts[1:])))
     if not logs:
         return

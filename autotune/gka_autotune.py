@@ -41,17 +41,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = os.path.join(ROOT, "schedules", "tuned.tsv")
 
-# The knobs each schedule exposes (schedules/*_cpu.cpp) and the values worth trying.
-# "vector" is the family's lane count and is not searched.
-SPACES = {
-    "forward": {"band": [16, 32, 48, 64, 96], "score_tile": [8, 16, 24, 32, 48], "query_tile": [2, 4, 8],
-                "key_tile": [6, 8, 12, 16, 24, 32, 48], "key_chunk": [0, 4, 6, 8, 12, 16],
-                "d_block": [8, 16, 32, 64, 128]},
-    "backward": {"band": [16, 32, 48, 64, 96], "key_block": [8, 16, 32], "key_tile": [2, 4, 8],
-                 "query_block": [8, 16, 32, 64], "query_tile": [2, 4, 8], "d_block": [8, 16, 32, 64, 128]},
-}
-# Score GEMM passes: at most this many of the tile's columns at once (0: all of them).
-CHUNKS = {"key_chunk": "key_tile"}
+# The kernels whose CPU schedules are searched; each one's knobs and the values
+# worth trying come from its schedule's knob table (gka_knobs --space).
+KERNELS = ("backward", "forward")
 # Heads of the tuning shapes, unless --heads says otherwise (B=1).
 HEADS = 8
 
@@ -64,7 +56,7 @@ def schedule_fingerprint(build, shape):
     entry of another fingerprint was measured on code or a shape since changed
     (even under the same knob names), and a resumed search sets it aside."""
     from importlib.metadata import version
-    generator = os.path.join(build, "generators", "gka.generator")
+    generator = os.path.join(build, "kernels", "gka.generator")
     if not os.path.exists(generator):
         sys.exit(f"autotune: no generator at {generator}: build the project first (make build)")
     h = hashlib.sha256((version("halide") + " " + " ".join(map(str, shape))).encode())
@@ -77,9 +69,9 @@ def schedule_fingerprint(build, shape):
     return h.hexdigest()[:12]
 
 
-def current_entries(log, kernel, fingerprint):
-    """The entries of `log` measured on this code: this fingerprint and `kernel`'s knob
-    set (a line cut short by an interrupted run is skipped)."""
+def current_entries(log, space, fingerprint):
+    """The entries of `log` measured on this code: this fingerprint and the knob set of
+    `space` (a line cut short by an interrupted run is skipped)."""
     entries = []
     for line in open(log):
         try:
@@ -87,13 +79,13 @@ def current_entries(log, kernel, fingerprint):
         except json.JSONDecodeError:
             continue
     return [e for e in entries
-            if e.get("schedule") == fingerprint and set(e.get("knobs", ())) == set(SPACES[kernel])]
+            if e.get("schedule") == fingerprint and set(e.get("knobs", ())) == set(space)]
 
 
 class KnobRules:
-    """The schedule's default knobs, and whether it takes a knob set, as the
-    generators' own code answers (autotune/gka_knobs): no constraint is written
-    twice."""
+    """The schedule's default knobs, its search space, and whether it takes a knob
+    set, as the generators' own code answers (autotune/gka_knobs): no knob or
+    constraint is written twice."""
 
     def __init__(self, args):
         ask = [os.path.join(args.build, "autotune", "gka_knobs"), "gka_" + args.kernel,
@@ -102,7 +94,12 @@ class KnobRules:
         if r.returncode:
             sys.exit("autotune: gka_knobs cannot say the defaults:\n" + r.stderr)
         self.all_defaults = parse_knobs(r.stdout.strip())
-        self.defaults = {k: v for k, v in self.all_defaults.items() if k in SPACES[args.kernel]}
+        r = subprocess.run(ask + ["--space"], capture_output=True, text=True)
+        if r.returncode:
+            sys.exit("autotune: gka_knobs cannot say the search space:\n" + r.stderr)
+        answer = json.loads(r.stdout)
+        self.space, self.zero_means_all_of = answer["knobs"], answer["zero_means_all_of"]
+        self.defaults = {k: v for k, v in self.all_defaults.items() if k in self.space}
         self.head_dim, self.answers = args.head_dim, {}
         self.checker = subprocess.Popen(ask + ["--check"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -118,13 +115,14 @@ class KnobRules:
 
     def worth_trying(self, knobs):
         """Taken by the generator, and a kernel of their own: d blocks are whole
-        vectors, one past the head dim is the whole head dim, and a GEMM chunk of
-        the whole tile is the same kernel as chunk 0."""
+        vectors, one past the head dim is the whole head dim, and a knob whose 0
+        means "all of" another (a GEMM chunk of the whole tile) is the same kernel
+        at that other's value as at 0."""
         vec = self.all_defaults["vector"]
         d_block = knobs["d_block"]
         if d_block % vec or d_block > max(self.head_dim, vec):
             return False
-        if any(chunk in knobs and knobs[chunk] == knobs[tile] for chunk, tile in CHUNKS.items()):
+        if any(knobs[part] == knobs[whole] for part, whole in self.zero_means_all_of.items()):
             return False
         return not self.why_not(knobs)
 
@@ -213,7 +211,7 @@ class Trials:
 
     def __init__(self, args, work):
         self.args, self.work = args, work
-        self.generator = os.path.join(args.build, "generators", "gka.generator")
+        self.generator = os.path.join(args.build, "kernels", "gka.generator")
         import halide  # the project's .venv has it
         self.include = os.path.join(halide.install_dir(), "include")
         self.target = family_targets()[args.family] + "-no_runtime"
@@ -319,7 +317,7 @@ def write_table(args, best):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--family", default=host_best_family(), choices=sorted(family_targets()))
-    ap.add_argument("--kernel", default="forward", choices=sorted(SPACES))
+    ap.add_argument("--kernel", default="forward", choices=KERNELS)
     ap.add_argument("--head-dim", type=int, default=64, choices=[64, 128])
     ap.add_argument("--class", dest="shape_class", default="long", choices=list(CLASSES))
     ap.add_argument("--window", choices=sorted(WINDOWS), help="the tuning shape's window (default: the class's)")
@@ -363,13 +361,14 @@ def main():
                     sys.exit(1)
         return
 
-    space = SPACES[args.kernel]
+    rules = KnobRules(args)
+    space = rules.space
     done = {}
     if args.fresh and os.path.exists(args.log):
         os.remove(args.log)
     fingerprint = schedule_fingerprint(args.build, (args.window, args.seq_len, args.heads))
     if os.path.exists(args.log):
-        current = current_entries(args.log, args.kernel, fingerprint)
+        current = current_entries(args.log, space, fingerprint)
         for entry in current:  # a knob set's later line (its confirmed figure) wins
             done[knob_string(entry["knobs"])] = entry
         older = sum(1 for _ in open(args.log)) - len(current)
@@ -377,7 +376,6 @@ def main():
               + (f"; {older} lines of other code or shapes set aside)" if older else ")"))
     rng = random.Random(args.seed)
     everything = [dict(zip(space, values)) for values in itertools.product(*space.values())]
-    rules = KnobRules(args)
     everything = [k for k in everything if rules.worth_trying(k)]
     rng.shuffle(everything)
     # The table's knobs for this kernel's other classes first: often good here too.

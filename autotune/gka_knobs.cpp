@@ -3,6 +3,8 @@
 // schedule (schedules/) or the algorithm (generators/) that has it.
 //
 //   gka_knobs GENERATOR target=T [head_dim=D]          the default knobs
+//   gka_knobs GENERATOR target=T [head_dim=D] --space  the autotuner's search
+//       space, from the schedule's knob table (JSON: schedules/knobs.h)
 //   gka_knobs GENERATOR target=T [head_dim=D] --check  for each knob set read
 //       from stdin, a line each ("name:value,..."): "ok" or why not, a line each
 //
@@ -20,7 +22,7 @@ namespace {
 using Halide::Internal::GeneratorRegistry;
 
 int usage() {
-    std::cerr << "usage: gka_knobs gka_forward|gka_backward target=T [head_dim=D] [--check]\n";
+    std::cerr << "usage: gka_knobs gka_forward|gka_backward target=T [head_dim=D] [--space|--check]\n";
     return 2;
 }
 
@@ -32,12 +34,12 @@ int main(int argc, char **argv) {
     if (argc < 3) return usage();
     const std::string generator = argv[1];
     std::map<std::string, std::string> params;
-    bool check = false;
+    std::string ask;  // "", --space or --check
     for (int i = 2; i < argc; i++) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');
-        if (arg == "--check") {
-            check = true;
+        if ((arg == "--check" || arg == "--space") && ask.empty()) {
+            ask = arg;
         } else if (eq != std::string::npos && (arg.substr(0, eq) == "target" || arg.substr(0, eq) == "head_dim")) {
             params[arg.substr(0, eq)] = arg.substr(eq + 1);
         } else {
@@ -47,10 +49,14 @@ int main(int argc, char **argv) {
     if (!params.count("target") || (generator != "gka_forward" && generator != "gka_backward")) return usage();
     try {
         const Halide::Target target(params["target"]);
-        if (!check) {
-            const gka::Knobs k = generator == "gka_forward" ? gka::forward_knobs(target, "")
-                                                            : gka::backward_knobs(target, "");
-            std::cout << k.str() << "\n";
+        if (ask != "--check") {
+            const bool forward = generator == "gka_forward";
+            const std::string answer =
+                ask == "--space" ? (forward ? gka::ForwardSchedule(target, "").search_space()
+                                            : gka::BackwardSchedule(target, "").search_space())
+                                 : (forward ? gka::ForwardSchedule(target, "").knobs()
+                                            : gka::BackwardSchedule(target, "").knobs());
+            std::cout << answer << "\n";
             return 0;
         }
         for (std::string knobs; std::getline(std::cin, knobs);) {

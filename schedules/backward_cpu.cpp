@@ -59,28 +59,49 @@ namespace gka {
 
 using namespace Halide;
 
-Knobs cpu_backward_knobs(Family family) {
+// vector: lanes (the family's). band: keys a task's band (a group of bands is
+// a task, min_tasks of them at least), walked by key_block x query_block score
+// tiles; key_tile and query_tile x d_block: the keys' and queries' value
+// micro-tiles, in registers.
+const std::vector<Knob<CpuBackwardKnobs>> &CpuBackwardKnobs::fields() {
+    using K = CpuBackwardKnobs;
+    static const std::vector<Knob<K>> fields = {
+        {"vector", &K::vector, {}},
+        {"band", &K::band, {16, 32, 48, 64, 96}},
+        {"key_block", &K::key_block, {8, 16, 32}},
+        {"key_tile", &K::key_tile, {2, 4, 8}},
+        {"query_block", &K::query_block, {8, 16, 32, 64}},
+        {"query_tile", &K::query_tile, {2, 4, 8}},
+        {"d_block", &K::d_block, {8, 16, 32, 64, 128}},
+        {"min_tasks", &K::min_tasks, {}},
+    };
+    return fields;
+}
+
+CpuBackwardKnobs cpu_backward_knobs(Family family) {
+    CpuBackwardKnobs k;
+    k.band = 48, k.key_tile = 4, k.query_tile = 4, k.min_tasks = 2;
     switch (family) {
     // The keys' and the queries' micro-tiles alike: 4 tokens x 2 vectors of d,
     // 8 accumulators, independent chains enough to fill two FMA pipes.
     case Family::Avx512:
-        return Knobs({{"vector", 16}, {"band", 48}, {"key_block", 16}, {"key_tile", 4}, {"query_block", 16},
-                      {"query_tile", 4}, {"d_block", 32}, {"min_tasks", 2}});
+        k.vector = 16, k.key_block = 16, k.query_block = 16, k.d_block = 32;
+        break;
     case Family::Avx2:
-        return Knobs({{"vector", 8}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 8},
-                      {"query_tile", 4}, {"d_block", 16}, {"min_tasks", 2}});
+        k.vector = 8, k.key_block = 8, k.query_block = 8, k.d_block = 16;
+        break;
     // NEON: SSE4.1's but for the score tile, key_block x query_block, whose
     // accumulators are all live in the innermost loop: 8 x 16 / 4 lanes = 32
     // vectors spilled there (scripts/spill_report.py: 387 spills and reloads
     // in innermost loops at D=64), 8 x 8 = 16 do not (8). A wider value
     // micro-tile (d_block 16) spills again (24).
     case Family::Neon:
-        return Knobs({{"vector", 4}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 8},
-                      {"query_tile", 4}, {"d_block", 8}, {"min_tasks", 2}});
+        k.vector = 4, k.key_block = 8, k.query_block = 8, k.d_block = 8;
+        break;
     default:
-        return Knobs({{"vector", 4}, {"band", 48}, {"key_block", 8}, {"key_tile", 4}, {"query_block", 16},
-                      {"query_tile", 4}, {"d_block", 8}, {"min_tasks", 2}});
+        k.vector = 4, k.key_block = 8, k.query_block = 16, k.d_block = 8;
     }
+    return k;
 }
 
 namespace {
@@ -97,9 +118,8 @@ void schedule_head_sum(Func f, const Vars &v, int vec) {
 
 }  // namespace
 
-void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
-    const int vec = k["vector"], kb = k["key_block"], kt = k["key_tile"], qb = k["query_block"],
-              qt = k["query_tile"];
+void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) {
+    const int vec = k.vector, kb = k.key_block, kt = k.key_tile, qb = k.query_block, qt = k.query_tile;
     if (kb % kt != 0 || kb % vec != 0 || qb % qt != 0) {
         throw std::invalid_argument("gka schedule: key_block must be a multiple of key_tile and vector, and "
                                     "query_block of query_tile");
@@ -130,7 +150,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     Var dd("dd");
     RVar key_tile("key_tile"), key_in_tile("key_in_tile");
     key_sum.split(p.key_in_block, key_tile, key_in_tile, kt);
-    split_head_dim(key_sum, v.d, dd, p.head_dim, vec, k["d_block"],
+    split_head_dim(key_sum, v.d, dd, p.head_dim, vec, k.d_block,
                    then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}));
     key_sum.unroll(key_in_tile);
     // Queries' sums: micro-tiles of query_tile queries, d_block x query_tile
@@ -139,7 +159,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     RVar query_tile("query_tile"), query_in_tile("query_in_tile");
     Var qd("qd");
     query_sum.split(p.query_in_block, query_tile, query_in_tile, qt);
-    split_head_dim(query_sum, v.d, qd, p.head_dim, vec, k["d_block"],
+    split_head_dim(query_sum, v.d, qd, p.head_dim, vec, k.d_block,
                    then_outer({v.d, query_in_tile, p.key_in_block, qd, query_tile}));
     query_sum.unroll(query_in_tile);
     // Keys' scalar sums: a key a lane. Lanes are distinct keys, which Halide
@@ -172,7 +192,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k) {
     // read in place (broadcast).
     const LoopLevel band_at(p.query_sum, p.band_in_group), tile_at(p.query_sum, p.key_block);
     PairTerms &t = p.terms;
-    transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k["band"], vec);
+    transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k.band, vec);
     // Per key block: the pair terms, vectorized over keys j, unrolled over queries i.
     for (Func f : {t.dscore, t.prob}) schedule_pair_tile(f, v.j, v.i, tile_at, kb, qb, vec);
     schedule_score_tile(t.scores.dot, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb);

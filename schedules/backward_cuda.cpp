@@ -27,11 +27,26 @@ namespace gka {
 
 using namespace Halide;
 
-// key_block / query_block: the tokens a block of each direction's windows, staged in shared memory.
-Knobs cuda_backward_knobs() { return Knobs({{"band", 32}, {"key_block", 32}, {"query_block", 32}, {"output_tokens", 8}}); }
+// band: tokens a block, one a lane: one warp. key_block / query_block: the
+// tokens a block of each direction's windows, staged in shared memory.
+// output_tokens: tokens a block of the element-wise kernel that writes dx.
+const std::vector<Knob<CudaBackwardKnobs>> &CudaBackwardKnobs::fields() {
+    using K = CudaBackwardKnobs;
+    static const std::vector<Knob<K>> fields = {{"band", &K::band, {}},
+                                                {"key_block", &K::key_block, {}},
+                                                {"query_block", &K::query_block, {}},
+                                                {"output_tokens", &K::output_tokens, {}}};
+    return fields;
+}
 
-void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
-    cuda::require_warp_band(k["band"], p.head_dim);
+CudaBackwardKnobs cuda_backward_knobs() {
+    CudaBackwardKnobs k;
+    k.band = 32, k.key_block = 32, k.query_block = 32, k.output_tokens = 8;
+    return k;
+}
+
+void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k) {
+    cuda::require_warp_band(k.band, p.head_dim);
     const Vars &v = p.v;
     cuda::schedule_centre_and_spread(p.centre, p.spread, v);
     if (p.form == ScoreForm::Expansion) cuda::schedule_token_rows(p.delta, v, 128);
@@ -58,8 +73,8 @@ void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.y, p.keys.x, 1, own_query_rows};
     const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.y, p.queries.x, 0, {p.by_key.scores.key_features}};
     for (auto [sum, terms, rows, block, dots] :
-         {std::tuple{by_query, &p.by_query, key_rows, k["key_block"], std::pair{query_dot, query_dprob}},
-          std::tuple{by_key, &p.by_key, query_rows, k["query_block"], std::pair{key_dot, key_dprob}}}) {
+         {std::tuple{by_query, &p.by_query, key_rows, k.key_block, std::pair{query_dot, query_dprob}},
+          std::tuple{by_key, &p.by_key, query_rows, k.query_block, std::pair{key_dot, key_dprob}}}) {
         const cuda::PairLevel pairs = cuda::schedule_band_sum(sum, v, p.head_dim, block, rows);
         cuda::schedule_pair_term(terms->dscore, pairs);
         cuda::schedule_pair_term(terms->prob, pairs);
@@ -73,7 +88,7 @@ void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k) {
     p.dsigma_sum.update().gpu_tile(v.h, ho, hi, 1);
     p.dsigma.gpu_tile(v.h, ho, hi, 32, TailStrategy::GuardWithIf);
 
-    cuda::schedule_token_output(p.dx, v, k["output_tokens"]);
+    cuda::schedule_token_output(p.dx, v, k.output_tokens);
 }
 
 }  // namespace gka

@@ -57,36 +57,56 @@ namespace gka {
 
 using namespace Halide;
 
-Knobs cpu_forward_knobs(Family family) {
+// vector: lanes (the family's). band: queries a task, whose key window is
+// walked in blocks of key_tile keys. score_tile: queries a score GEMM tile,
+// key_chunk keys of it a pass over d (0: the whole key tile). query_tile x
+// d_block: a value GEMM micro-tile, in registers.
+const std::vector<Knob<CpuForwardKnobs>> &CpuForwardKnobs::fields() {
+    using K = CpuForwardKnobs;
+    static const std::vector<Knob<K>> fields = {
+        {"vector", &K::vector, {}},
+        {"band", &K::band, {16, 32, 48, 64, 96}},
+        {"score_tile", &K::score_tile, {8, 16, 24, 32, 48}},
+        {"query_tile", &K::query_tile, {2, 4, 8}},
+        {"key_tile", &K::key_tile, {6, 8, 12, 16, 24, 32, 48}},
+        {"key_chunk", &K::key_chunk, {0, 4, 6, 8, 12, 16}, "key_tile"},
+        {"d_block", &K::d_block, {8, 16, 32, 64, 128}},
+    };
+    return fields;
+}
+
+CpuForwardKnobs cpu_forward_knobs(Family family) {
+    CpuForwardKnobs k;
+    k.band = 48, k.query_tile = 4, k.key_chunk = 0;
     switch (family) {
     // 32 vector registers: 16 accumulators in the score GEMM (16 queries x 16
     // keys), 16 in the value GEMM (4 queries x 4 vectors of d).
     case Family::Avx512:
-        return Knobs({{"vector", 16}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 16},
-                      {"key_chunk", 0}, {"d_block", 64}});
+        k.vector = 16, k.score_tile = 16, k.key_tile = 16, k.d_block = 64;
+        break;
     // 16 vector registers: 12 accumulators in the score GEMM (2 vectors of
     // queries x 6 keys), 8 in the value GEMM (4 queries x 2 vectors of d).
     case Family::Avx2:
-        return Knobs({{"vector", 8}, {"band", 48}, {"score_tile", 16}, {"query_tile", 4}, {"key_tile", 6},
-                      {"key_chunk", 0}, {"d_block", 16}});
+        k.vector = 8, k.score_tile = 16, k.key_tile = 6, k.d_block = 16;
+        break;
     // NEON: 4 lanes as SSE4.1, but 32 vector registers: the value GEMM takes
     // 16 accumulators (4 queries x 4 vectors of d), so that each value loaded
     // feeds 4 FMAs. A score tile of 16 queries (4 vectors x 6 keys) spills in
     // the innermost loop (scripts/spill_report.py: 12 spills and reloads
     // against 1), so it stays at 8.
     case Family::Neon:
-        return Knobs({{"vector", 4}, {"band", 48}, {"score_tile", 8}, {"query_tile", 4}, {"key_tile", 6},
-                      {"key_chunk", 0}, {"d_block", 16}});
+        k.vector = 4, k.score_tile = 8, k.key_tile = 6, k.d_block = 16;
+        break;
     default:
-        return Knobs({{"vector", 4}, {"band", 48}, {"score_tile", 8}, {"query_tile", 4}, {"key_tile", 6},
-                      {"key_chunk", 0}, {"d_block", 8}});
+        k.vector = 4, k.score_tile = 8, k.key_tile = 6, k.d_block = 8;
     }
+    return k;
 }
 
-void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
-    const int vec = k["vector"], st = k["score_tile"], qt = k["query_tile"], kt = k["key_tile"];
-    const int kc = k["key_chunk"] > 0 ? k["key_chunk"] : kt;  // 0: the whole key tile at once
-    if (k["band"] % st != 0 || st % qt != 0 || st % vec != 0 || kt % kc != 0) {
+void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
+    const int vec = k.vector, st = k.score_tile, qt = k.query_tile, kt = k.key_tile;
+    const int kc = k.key_chunk > 0 ? k.key_chunk : kt;  // 0: the whole key tile at once
+    if (k.band % st != 0 || st % qt != 0 || st % vec != 0 || kt % kc != 0) {
         throw std::invalid_argument("gka schedule: band must be a multiple of score_tile, score_tile of "
                                     "query_tile and vector, and key_tile of key_chunk");
     }
@@ -100,13 +120,13 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
     // computed there, in cache. (At root, they were a T x H x D buffer zeroed,
     // written and read back.)
     Var band("y_band"), offset("y_offset");
-    p.y.split(v.t, band, offset, k["band"], TailStrategy::GuardWithIf)
+    p.y.split(v.t, band, offset, k.band, TailStrategy::GuardWithIf)
         .reorder(v.d, offset, band, v.h, v.b)
         .vectorize(v.d, vec, TailStrategy::GuardWithIf)
         .parallel(band)
         .parallel(v.h)
         .parallel(v.b);
-    p.lse.split(v.t, band, offset, k["band"], TailStrategy::GuardWithIf)
+    p.lse.split(v.t, band, offset, k.band, TailStrategy::GuardWithIf)
         .reorder(offset, band, v.h, v.b)
         .parallel(band)
         .parallel(v.h)
@@ -114,14 +134,14 @@ void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k) {
         .compute_with(p.y, band);
     const LoopLevel band_level(p.y, band);
     BandSum sum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
-    schedule_band_sum(sum, v, p.head_dim, vec, st, qt, k["d_block"], band_level);
+    schedule_band_sum(sum, v, p.head_dim, vec, st, qt, k.d_block, band_level);
     // Queries transposed once per band for the score GEMM; keys and values read
     // in place, the values from a head-major copy of x, the Expansion's keys
     // from one of the centred features (centring them as they are read would
     // add an operation to each of the GEMM's broadcasts).
     head_major(p.x, vec);
     if (p.form == ScoreForm::Expansion) head_major(p.scores.key_features, vec);
-    transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k["band"], vec);
+    transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec, kc);
 }

@@ -27,14 +27,24 @@ namespace gka {
 
 using namespace Halide;
 
-Knobs cuda_forward_knobs() {
-    // band: queries a block, one a lane: one warp. key_tile: keys a block of
-    // the window, staged in shared memory.
-    return Knobs({{"band", 32}, {"key_tile", 32}, {"output_tokens", 8}});
+// band: queries a block, one a lane: one warp. key_tile: keys a block of the
+// window, staged in shared memory. output_tokens: tokens a block of the
+// element-wise kernels that write y and lse.
+const std::vector<Knob<CudaForwardKnobs>> &CudaForwardKnobs::fields() {
+    using K = CudaForwardKnobs;
+    static const std::vector<Knob<K>> fields = {
+        {"band", &K::band, {}}, {"key_tile", &K::key_tile, {}}, {"output_tokens", &K::output_tokens, {}}};
+    return fields;
 }
 
-void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
-    cuda::require_warp_band(k["band"], p.head_dim);
+CudaForwardKnobs cuda_forward_knobs() {
+    CudaForwardKnobs k;
+    k.band = 32, k.key_tile = 32, k.output_tokens = 8;
+    return k;
+}
+
+void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k) {
+    cuda::require_warp_band(k.band, p.head_dim);
     const Vars &v = p.v;
     cuda::schedule_centre_and_spread(p.centre, p.spread, v);
     cuda::schedule_sqnorm(p.scores, v, p.head_dim);
@@ -48,12 +58,12 @@ void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k) {
             ? std::vector<Func>{p.x.in({p.scores.key_features, p.weighted_sum})}
             : std::vector<Func>{p.centred.in(p.scores.key_features), p.x.in(p.weighted_sum)};
     const cuda::PairLevel pairs = cuda::schedule_band_sum(
-        {p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1, {p.scores.query_features}}, v, p.head_dim, k["key_tile"],
+        {p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1, {p.scores.query_features}}, v, p.head_dim, k.key_tile,
         key_rows);
     cuda::schedule_pair_term(p.weight, pairs);
     cuda::schedule_pair_dot(dot, pairs);
 
-    cuda::schedule_token_output(p.y, v, k["output_tokens"]);
+    cuda::schedule_token_output(p.y, v, k.output_tokens);
     Var to("to"), ti("ti");
     p.lse.gpu_tile(v.t, to, ti, 128, TailStrategy::GuardWithIf).gpu_blocks(to, v.h, v.b);
 }

@@ -1,13 +1,16 @@
-// A schedule's tunable values, by name. Each schedule starts from its family's
-// values and takes overrides as "name:value,..." (the generators' `knobs`
-// GeneratorParam; ':' because the generator command line reserves '=').
+// A schedule's tunable values: one struct per schedule (schedules.h), typed
+// fields read as k.band, and one table of its fields (K::fields(), beside the
+// schedule's defaults) that names each knob once. The table drives parsing
+// the generators' `knobs` parameter ("name:value,..."; ':' because the
+// generator command line reserves '='), printing, autotune/gka_knobs, and the
+// autotuner's search space.
 #pragma once
 
 #include <map>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "Halide.h"
 
@@ -23,53 +26,71 @@ inline Family family_of(const Halide::Target &t) {
     return Family::Generic;
 }
 
-class Knobs {
-public:
-    explicit Knobs(std::map<std::string, int> values) : values_(std::move(values)) {
-        for (const auto &[name, value] : values_) {
-            if (value == 0) zero_means_all_.insert(name);
-        }
-    }
-
-    int operator[](const std::string &name) const {
-        auto it = values_.find(name);
-        if (it == values_.end()) throw std::invalid_argument("gka schedule: no knob named '" + name + "'");
-        return it->second;
-    }
-
-    // Applies "name:value,..."; a name the schedule does not have is an error,
-    // never silently ignored, and so is a value below 1 (0 only where the
-    // default is 0, which means "all": a tile's extent divides by the others;
-    // decided by the default, so that no earlier override changes the rule).
-    Knobs &override_with(const std::string &spec) {
-        std::stringstream in(spec);
-        std::string item;
-        while (std::getline(in, item, ',')) {
-            if (item.empty()) continue;
-            auto eq = item.find(':');
-            const std::string name = item.substr(0, eq);
-            if (eq == std::string::npos || !values_.count(name)) {
-                throw std::invalid_argument("gka schedule: bad knob override '" + item + "' (knobs: " + str() + ")");
-            }
-            const int value = std::stoi(item.substr(eq + 1)), least = zero_means_all_.count(name) ? 0 : 1;
-            if (value < least) {
-                throw std::invalid_argument("gka schedule: knob '" + item + "' out of range (at least " +
-                                            std::to_string(least) + ")");
-            }
-            values_[name] = value;
-        }
-        return *this;
-    }
-
-    std::string str() const {
-        std::string s;
-        for (const auto &[name, value] : values_) s += (s.empty() ? "" : ",") + name + ":" + std::to_string(value);
-        return s;
-    }
-
-private:
-    std::map<std::string, int> values_;
-    std::set<std::string> zero_means_all_;  // knobs whose default 0 means "all"
+// One knob of the schedule whose knobs are K.
+template<typename K>
+struct Knob {
+    const char *name;
+    int K::*value;
+    std::vector<int> tried;  // the values the autotuner tries; none: it is not searched
+    // Set where 0 is a value, meaning "all of" the knob named here (a tile's
+    // extent divides by the others); every other knob is at least 1.
+    const char *zero_means_all_of = nullptr;
 };
+
+// The knobs' fields by name, so that every listing is in one order.
+template<typename K>
+std::map<std::string, const Knob<K> *> knobs_by_name() {
+    std::map<std::string, const Knob<K> *> by_name;
+    for (const Knob<K> &knob : K::fields()) by_name[knob.name] = &knob;
+    return by_name;
+}
+
+// "name:value,..."
+template<typename K>
+std::string knob_string(const K &k) {
+    std::string s;
+    for (const auto &[name, knob] : knobs_by_name<K>()) s += (s.empty() ? "" : ",") + name + ":" + std::to_string(k.*knob->value);
+    return s;
+}
+
+// `k` with "name:value,..." applied: a name the schedule does not have is an
+// error, never silently ignored, and so is a value out of range.
+template<typename K>
+K with_overrides(K k, const std::string &spec) {
+    const auto by_name = knobs_by_name<K>();
+    std::stringstream in(spec);
+    for (std::string item; std::getline(in, item, ',');) {
+        if (item.empty()) continue;
+        const auto colon = item.find(':');
+        const auto it = by_name.find(item.substr(0, colon));
+        if (colon == std::string::npos || it == by_name.end()) {
+            throw std::invalid_argument("gka schedule: bad knob override '" + item + "' (knobs: " + knob_string(k) + ")");
+        }
+        const int value = std::stoi(item.substr(colon + 1)), least = it->second->zero_means_all_of ? 0 : 1;
+        if (value < least) {
+            throw std::invalid_argument("gka schedule: knob '" + item + "' out of range (at least " +
+                                        std::to_string(least) + ")");
+        }
+        k.*it->second->value = value;
+    }
+    return k;
+}
+
+// The autotuner's search space as JSON: {"knobs": {name: [values tried]},
+// "zero_means_all_of": {name: knob}}; unsearched knobs are left out.
+template<typename K>
+std::string search_space_json() {
+    std::string tried, zeros;
+    for (const auto &[name, knob] : knobs_by_name<K>()) {
+        if (knob->tried.empty()) continue;
+        std::string values;
+        for (int v : knob->tried) values += (values.empty() ? "" : ", ") + std::to_string(v);
+        tried += (tried.empty() ? "\"" : ", \"") + name + "\": [" + values + "]";
+        if (knob->zero_means_all_of) {
+            zeros += (zeros.empty() ? "\"" : ", \"") + name + "\": \"" + knob->zero_means_all_of + "\"";
+        }
+    }
+    return "{\"knobs\": {" + tried + "}, \"zero_means_all_of\": {" + zeros + "}}";
+}
 
 }  // namespace gka

@@ -1,9 +1,10 @@
-// How each GKA kernel runs on each target family: entry points called by the
-// generators. Everything here is schedule; none of it changes what is computed
-// beyond the order of float sums.
+// How each GKA kernel runs on each target family: the schedules' knobs and
+// entry points, called by the generators (kernels/). Everything here is
+// schedule; none of it changes what is computed beyond the order of float sums.
 #pragma once
 
 #include <string>
+#include <variant>
 
 #include "../generators/gka_backward.h"
 #include "../generators/gka_backward_fused.h"
@@ -12,23 +13,73 @@
 
 namespace gka {
 
-// The forward's knobs for `target`: the tuned values, then `overrides`
-// ("name:value,...", from the generator's `knobs` parameter).
-Knobs forward_knobs(const Halide::Target &target, const std::string &overrides);
-void schedule_forward(ForwardPipeline &p, const Knobs &k, const Halide::Target &target);
+// Each schedule's knobs; their meanings, field tables (fields()) and each
+// family's defaults are in the schedule's file, which the name gives.
+struct CpuForwardKnobs {  // forward_cpu.cpp
+    int vector, band, score_tile, query_tile, key_tile, key_chunk, d_block;
+    static const std::vector<Knob<CpuForwardKnobs>> &fields();
+};
+struct CudaForwardKnobs {  // forward_cuda.cpp
+    int band, key_tile, output_tokens;
+    static const std::vector<Knob<CudaForwardKnobs>> &fields();
+};
+struct CpuBackwardKnobs {  // backward_cpu.cpp
+    int vector, band, key_block, key_tile, query_block, query_tile, d_block, min_tasks;
+    static const std::vector<Knob<CpuBackwardKnobs>> &fields();
+};
+struct CudaBackwardKnobs {  // backward_cuda.cpp
+    int band, key_block, query_block, output_tokens;
+    static const std::vector<Knob<CudaBackwardKnobs>> &fields();
+};
 
-Knobs backward_knobs(const Halide::Target &target, const std::string &overrides);
+CpuForwardKnobs cpu_forward_knobs(Family family);
+CudaForwardKnobs cuda_forward_knobs();
+CpuBackwardKnobs cpu_backward_knobs(Family family);
+CudaBackwardKnobs cuda_backward_knobs();
 
-// Each family's default knobs and schedules, which the entry points above
-// (schedules.cpp) pick by target: the CPU families (forward_cpu.cpp,
-// backward_cpu.cpp) and CUDA (forward_cuda.cpp, backward_cuda.cpp).
-Knobs cpu_forward_knobs(Family family);
-void schedule_forward_cpu(ForwardPipeline &p, const Knobs &k);
-Knobs cpu_backward_knobs(Family family);
-void schedule_backward_cpu(FusedBackwardPipeline &p, const Knobs &k);
-Knobs cuda_forward_knobs();
-void schedule_forward_cuda(ForwardPipeline &p, const Knobs &k);
-Knobs cuda_backward_knobs();
-void schedule_backward_cuda(BackwardPipeline &p, const Knobs &k);
+void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k);
+void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k);
+void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k);
+void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k);
+
+// The forward's schedule for a target: its family's knobs (the defaults, then
+// "name:value,..." overrides: the build passes schedules/tuned.tsv's row) and
+// what the algorithm's structure takes from them.
+class ForwardSchedule {
+public:
+    ForwardSchedule(const Halide::Target &target, const std::string &overrides);
+    int band() const;      // queries a band: the mask's unit of key windows
+    int key_tile() const;  // keys a block of a band's window
+    void apply(ForwardPipeline &p) const;
+    std::string knobs() const;         // "name:value,..."
+    std::string search_space() const;  // JSON (knobs.h, search_space_json)
+
+private:
+    std::variant<CpuForwardKnobs, CudaForwardKnobs> knobs_;
+};
+
+class BackwardSchedule {
+public:
+    BackwardSchedule(const Halide::Target &target, const std::string &overrides);
+    // Which backward the target builds. One pass over the pairs (the CPU's,
+    // gka_backward_fused.h) adds the query sums of many key bands at once; on
+    // a GPU that would need atomics, so CUDA walks the pairs once per
+    // direction (gka_backward.h).
+    bool two_pass() const;
+    int band() const;
+    int key_block() const;
+    int query_block() const;
+    // The one-pass backward's key-band groups: enough for min_tasks tasks of
+    // (group, head, batch), at most one a band; from the shape alone, so that
+    // results never depend on the thread count.
+    Halide::Expr groups(const Halide::Expr &heads_and_batches, const Halide::Expr &bands) const;
+    void apply(BackwardPipeline &p) const;
+    void apply(FusedBackwardPipeline &p) const;
+    std::string knobs() const;
+    std::string search_space() const;
+
+private:
+    std::variant<CpuBackwardKnobs, CudaBackwardKnobs> knobs_;
+};
 
 }  // namespace gka

@@ -1,8 +1,7 @@
-// The GKA generators: inputs, outputs, layout, and the calls into the algorithm
-// (generators/*.h) and the schedule (schedules/). Shapes come from the buffers at
-// run time (any B, T, H, D >= 1); the window is a run-time input.
-#include "gka_backward.h"
-#include "gka_forward.h"
+// The GKA generators: inputs, outputs, layout, and each kernel's algorithm
+// (generators/) paired with its target's schedule (schedules/). Shapes come
+// from the buffers at run time (any B, T, H, D >= 1); the window is a
+// run-time input.
 #include "../schedules/schedules.h"
 
 namespace {
@@ -79,10 +78,10 @@ public:
         const Expr heads = x.dim(1).extent();
         const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
 
-        const gka::Knobs k = gka::forward_knobs(get_target(), knobs);
+        const gka::ForwardSchedule schedule(get_target(), knobs);
         gka::ForwardPipeline p;
-        gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, k["band"]), k["key_tile"], form, y,
-                            lse, spread);
+        gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, schedule.band()),
+                            schedule.key_tile(), form, y, lse, spread);
         if (using_autoscheduler()) {
             const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
             estimate_features(x, d);
@@ -91,7 +90,7 @@ public:
             estimate_heads_and_window(sigma, left, right);
             spread.set_estimates({{0, estimate_heads}, {0, estimate_batch}});
         } else {
-            gka::schedule_forward(p, k, get_target());
+            schedule.apply(p);
         }
 
         dense_features(x, head_dim, heads, seq_len, batch);
@@ -124,24 +123,17 @@ public:
         const Expr heads = x.dim(1).extent();
         const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
 
-        const gka::Knobs k = gka::backward_knobs(get_target(), knobs);
-        const gka::Mask mask(left, right, seq_len, k["band"]);
-        // On a GPU, one pass would need atomics to add the query sums of many
-        // key bands at once: CUDA walks the pairs once per direction instead.
-        const bool two_pass = gka::family_of(get_target()) == gka::Family::Cuda;
+        const gka::BackwardSchedule schedule(get_target(), knobs);
+        const gka::Mask mask(left, right, seq_len, schedule.band());
         gka::BackwardPipeline two_passes;
         gka::FusedBackwardPipeline one_pass;
-        if (two_pass) {
-            gka::define_backward(two_passes, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
-                                 k["query_block"], form, dx, dsigma, spread);
+        if (schedule.two_pass()) {
+            gka::define_backward(two_passes, x, sigma, y, lse, dy, head_dim, batch, mask, schedule.key_block(),
+                                 schedule.query_block(), form, dx, dsigma, spread);
         } else {
-            // Key-band groups enough for min_tasks tasks of (group, head, batch), at
-            // most one a band: from the shape alone, so that results never depend
-            // on the thread count.
-            const Expr heads_and_batches = heads * batch;
-            const Expr groups = clamp((k["min_tasks"] + heads_and_batches - 1) / heads_and_batches, 1, mask.bands());
-            gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, k["key_block"],
-                                       k["query_block"], groups, form, dx, dsigma, spread);
+            gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, schedule.key_block(),
+                                       schedule.query_block(), schedule.groups(heads * batch, mask.bands()), form, dx,
+                                       dsigma, spread);
         }
         if (using_autoscheduler()) {
             const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
@@ -151,10 +143,10 @@ public:
             estimate_heads_and_window(sigma, left, right);
             dsigma.set_estimates({{0, estimate_heads}});
             spread.set_estimates({{0, estimate_heads}, {0, estimate_batch}});
-        } else if (two_pass) {
-            gka::schedule_backward_cuda(two_passes, k);
+        } else if (schedule.two_pass()) {
+            schedule.apply(two_passes);
         } else {
-            gka::schedule_backward_cpu(one_pass, k);
+            schedule.apply(one_pass);
         }
 
         for (auto *buf : {&x, &y, &dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
