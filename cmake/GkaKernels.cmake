@@ -97,16 +97,20 @@ function(gka_import_kernel name)
 endfunction()
 
 # gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
-# [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults] [SCORES expansion|direct])
-# defines the static library <kernel>_<family>_d<head_dim> (or _any), with a
-# suffix for a narrower shape class (_sliding, _t1_2048) and for the direct
-# score form (_direct), whose function has the same name, with its STMT
-# and assembly beside it for review. It appends the variant to
+# [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults] [SCORES expansion|direct]
+# [ELEMENT float32|bfloat16]) defines the static library
+# <kernel>_<family>_d<head_dim> (or _any), with a suffix for a narrower shape
+# class (_sliding, _t1_2048), for bfloat16 features (_bf16) and for the direct
+# score form (_direct), whose function has the same name, with its STMT and
+# assembly beside it for review. It appends the variant to
 # GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's dispatch table.
 function(gka_add_kernel kernel family head_dim)
-    cmake_parse_arguments(arg "" "KNOBS;WINDOW;SEQ_LEN;SCORES" "" ${ARGN})
+    cmake_parse_arguments(arg "" "KNOBS;WINDOW;SEQ_LEN;SCORES;ELEMENT" "" ${ARGN})
     if (NOT arg_SCORES)
         set(arg_SCORES expansion)
+    endif ()
+    if (NOT arg_ELEMENT)
+        set(arg_ELEMENT float32)
     endif ()
     if (NOT arg_WINDOW)
         set(arg_WINDOW any)
@@ -147,6 +151,12 @@ function(gka_add_kernel kernel family head_dim)
         list(APPEND params knobs=${arg_KNOBS})
     endif ()
     list(APPEND params scores=${arg_SCORES})
+    set(element f32)
+    if (arg_ELEMENT STREQUAL "bfloat16")
+        list(APPEND params element=bfloat16)
+        string(APPEND name _bf16)
+        set(element bf16)
+    endif ()
     if (arg_SCORES STREQUAL "direct")
         string(APPEND name _direct)
     endif ()
@@ -169,7 +179,7 @@ function(gka_add_kernel kernel family head_dim)
     if (family IN_LIST GKA_CUDA_FAMILIES)
         set(where cuda)
     endif ()
-    set(GKA_VARIANTS_${kernel}_${where} "${GKA_VARIANTS_${kernel}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES})" PARENT_SCOPE)
+    set(GKA_VARIANTS_${kernel}_${where} "${GKA_VARIANTS_${kernel}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES}, ${element})" PARENT_SCOPE)
     set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
 endfunction()
 

@@ -165,11 +165,11 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
     const Expr key_sum = p.key_sum(v.d, offset, band, v.h, v.b), query_sum = p.query_sum(v.d, offset, band, v.h, v.b);
     if (direct) {
-        dx(v.d, v.h, v.t, v.b) = key_sum + inv_var * query_sum;
+        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, key_sum + inv_var * query_sum);
     } else {
         const Expr query_ds = p.query_stats(offset, band, v.h, v.b)[0], key_ds = p.key_stats(offset, band, v.h, v.b);
         const Expr c = p.x(v.d, v.h, v.t, v.b);
-        dx(v.d, v.h, v.t, v.b) = key_sum + inv_var * (query_sum - query_ds * c) - key_ds * c;
+        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, key_sum + inv_var * (query_sum - query_ds * c) - key_ds * c);
     }
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h), summed in a fixed order.

@@ -98,13 +98,14 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     p.pair_sum(v.d, v.h, v.t, v.b) +=
         p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
     if (direct) {
-        dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b);
+        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, p.pair_sum(v.d, v.h, v.t, v.b));
     } else {
         p.query_stats(v.h, v.t, v.b, g) = 0.0f;
         p.query_stats(v.h, query, v.b, g) += ds;
         p.dscore_sum(v.h, v.t, v.b) +=
             p.key_stats(v.h, v.t, v.b, p.groups)[0] + p.query_stats(v.h, v.t, v.b, p.groups);
-        dx(v.d, v.h, v.t, v.b) = p.pair_sum(v.d, v.h, v.t, v.b) - p.dscore_sum(v.h, v.t, v.b) * p.x(v.d, v.h, v.t, v.b);
+        dx(v.d, v.h, v.t, v.b) =
+            as_element_of(dx, p.pair_sum(v.d, v.h, v.t, v.b) - p.dscore_sum(v.h, v.t, v.b) * p.x(v.d, v.h, v.t, v.b));
     }
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h) (PairTerms::dsigma_term), summed in a fixed order.

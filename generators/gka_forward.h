@@ -52,7 +52,8 @@ inline void define_forward(ForwardPipeline &p, Func x, Func sigma, Expr head_dim
 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
     const Expr others = p.row_sum(offset, band, v.h, v.b);
-    y(v.d, v.h, v.t, v.b) = (p.x(v.d, v.h, v.t, v.b) + p.weighted_sum(v.d, offset, band, v.h, v.b)) / (1.0f + others);
+    y(v.d, v.h, v.t, v.b) =
+        as_element_of(y, (p.x(v.d, v.h, v.t, v.b) + p.weighted_sum(v.d, offset, band, v.h, v.b)) / (1.0f + others));
     lse(v.t, v.h, v.b) = Halide::select(others == 0.0f, 0.0f, Halide::log(1.0f + others));
     define_spread(spread, p.scores, mask.seq_len, v);
     p.y = y;

@@ -190,8 +190,18 @@ inline void define_spread(Func spread, const Scores &s, Expr seq_len, const Vars
 
 // Features read past the last token see the last token. Those values are never
 // summed (the mask excludes them), but tiles may then run past T unguarded.
+// Features of a narrower type (bfloat16) are widened to float, exactly: every
+// score, weight and sum is float whatever the tensors' element type.
 inline Func clamped_features(Func x, Expr seq_len) {
-    return Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
+    Func clamped =
+        Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
+    if (x.type() == Halide::Float(32)) return clamped;
+    Func widened(x.name() + "_f32");
+    widened(clamped.args()) = Halide::cast<float>(clamped(clamped.args()));
+    return widened;
 }
+
+// An output's value in its element type (float, or bfloat16 rounded to nearest even).
+inline Expr as_element_of(const Func &output, const Expr &value) { return Halide::cast(output.type(), value); }
 
 }  // namespace gka

@@ -55,106 +55,138 @@ void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &ba
     buf.dim(2).set_bounds(0, batch).set_stride(seq_len * heads);
 }
 
-class GkaForward : public Generator<GkaForward> {
+// What both generators take alike: overrides of the schedule's default knobs,
+// "name:value,..." (the build passes the row of schedules/tuned.tsv, if any); a
+// head dim fixed at compile time (constant loops, no edge guards; 0 = any);
+// how the scores form |x_i - x_j|^2 (gka::ScoreForm); and the features' element
+// type (x, y, dy and dx: float32, or bfloat16, computed in float32 all the same).
+// The feature tensors' type is a parameter, so each generator adds its inputs and
+// outputs in configure(), in the order of its function's arguments.
+template<class G>
+class GkaGenerator : public Generator<G> {
 public:
-    // Overrides of the schedule's default knobs, "name:value,..." (the build
-    // passes the row of schedules/tuned.tsv, if any).
     GeneratorParam<std::string> knobs{"knobs", ""};
-    // A head dim fixed at compile time (constant loops, no edge guards); 0 = any.
     GeneratorParam<int> fixed_head_dim{"head_dim", 0};
-    // How the scores form |x_i - x_j|^2 (gka::ScoreForm).
     GeneratorParam<gka::ScoreForm> form{"scores", gka::ScoreForm::Expansion, score_forms};
+    GeneratorParam<Type> element{"element", Float(32)};
 
-    Input<Buffer<float, 4>> x{"x"};          // (d, h, t, b)
-    Input<Buffer<float, 1>> sigma{"sigma"};  // (h)
-    Input<int32_t> left{"left"};             // FlashAttention's window, -1 = unbounded
-    Input<int32_t> right{"right"};
-    Output<Buffer<float, 4>> y{"y"};         // (d, h, t, b)
-    Output<Buffer<float, 3>> lse{"lse"};     // (t, h, b)
-    Output<Buffer<float, 2>> spread{"spread"};  // max_t |x_t - centre|^2   (h, b)
+protected:
+    // (d, h, t, b) in the element type
+    GeneratorInput<Buffer<>> *add_features(const std::string &name) {
+        return this->template add_input<Buffer<>>(name, element, 4);
+    }
+    GeneratorOutput<Buffer<void, 4>> *add_feature_output(const std::string &name) {
+        return this->template add_output<Buffer<void, 4>>(name, Type(element));
+    }
+    Expr head_dim_of(GeneratorInput<Buffer<>> &x) const {
+        return fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
+    }
+    int estimated_head_dim() const { return fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim; }
+};
+
+class GkaForward : public GkaGenerator<GkaForward> {
+public:
+    Input<Buffer<>> *x;                 // (d, h, t, b)
+    Input<Buffer<float, 1>> *sigma;     // (h)
+    Input<int32_t> *left, *right;       // FlashAttention's window, -1 = unbounded
+    Output<Buffer<void, 4>> *y;         // (d, h, t, b)
+    Output<Buffer<float, 3>> *lse;      // (t, h, b)
+    Output<Buffer<float, 2>> *spread;   // max_t |x_t - centre|^2   (h, b)
+
+    void configure() {
+        x = add_features("x");
+        sigma = add_input<Buffer<float, 1>>("sigma");
+        left = add_input<int32_t>("left");
+        right = add_input<int32_t>("right");
+        y = add_feature_output("y");
+        lse = add_output<Buffer<float, 3>>("lse");
+        spread = add_output<Buffer<float, 2>>("spread");
+    }
 
     void generate() {
-        const Expr head_dim = fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
-        const Expr heads = x.dim(1).extent();
-        const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
+        const Expr head_dim = head_dim_of(*x), heads = x->dim(1).extent();
+        const Expr seq_len = x->dim(2).extent(), batch = x->dim(3).extent();
 
         const gka::ForwardSchedule schedule(get_target(), knobs);
         gka::ForwardPipeline p;
-        gka::define_forward(p, x, sigma, head_dim, gka::Mask(left, right, seq_len, schedule.band()),
-                            schedule.key_tile(), form, y, lse, spread);
+        gka::define_forward(p, *x, *sigma, head_dim, gka::Mask(*left, *right, seq_len, schedule.band()),
+                            schedule.key_tile(), form, *y, *lse, *spread);
         if (using_autoscheduler()) {
-            const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
-            estimate_features(x, d);
-            estimate_features(y, d);
-            estimate_rows(lse);
-            estimate_heads_and_window(sigma, left, right);
-            spread.set_estimates({{0, estimate_heads}, {0, estimate_batch}});
+            estimate_features(*x, estimated_head_dim());
+            estimate_features(*y, estimated_head_dim());
+            estimate_rows(*lse);
+            estimate_heads_and_window(*sigma, *left, *right);
+            spread->set_estimates({{0, estimate_heads}, {0, estimate_batch}});
         } else {
             schedule.apply(p);
         }
 
-        dense_features(x, head_dim, heads, seq_len, batch);
-        dense_features(y, head_dim, heads, seq_len, batch);
-        dense_rows(lse, heads, seq_len, batch);
-        dense_per_head(spread, heads, batch);
-        sigma.dim(0).set_bounds(0, heads);
+        dense_features(*x, head_dim, heads, seq_len, batch);
+        dense_features(*y, head_dim, heads, seq_len, batch);
+        dense_rows(*lse, heads, seq_len, batch);
+        dense_per_head(*spread, heads, batch);
+        sigma->dim(0).set_bounds(0, heads);
     }
 };
 
-class GkaBackward : public Generator<GkaBackward> {
+class GkaBackward : public GkaGenerator<GkaBackward> {
 public:
-    GeneratorParam<std::string> knobs{"knobs", ""};
-    GeneratorParam<int> fixed_head_dim{"head_dim", 0};
-    GeneratorParam<gka::ScoreForm> form{"scores", gka::ScoreForm::Expansion, score_forms};
+    Input<Buffer<>> *x, *y, *dy;        // x, the forward's y, dL/dy: (d, h, t, b)
+    Input<Buffer<float, 1>> *sigma;     // (h)
+    Input<Buffer<float, 3>> *lse;       // the forward's (t, h, b)
+    Input<int32_t> *left, *right;
+    Output<Buffer<void, 4>> *dx;        // (d, h, t, b)
+    Output<Buffer<float, 1>> *dsigma;   // (h)
+    Output<Buffer<float, 2>> *spread;   // max_t |x_t - centre|^2   (h, b)
 
-    Input<Buffer<float, 4>> x{"x"};          // (d, h, t, b)
-    Input<Buffer<float, 1>> sigma{"sigma"};  // (h)
-    Input<Buffer<float, 4>> y{"y"};          // the forward's outputs
-    Input<Buffer<float, 3>> lse{"lse"};      // (t, h, b)
-    Input<Buffer<float, 4>> dy{"dy"};        // dL/dy
-    Input<int32_t> left{"left"};
-    Input<int32_t> right{"right"};
-    Output<Buffer<float, 4>> dx{"dx"};       // (d, h, t, b)
-    Output<Buffer<float, 1>> dsigma{"dsigma"};  // (h)
-    Output<Buffer<float, 2>> spread{"spread"};  // max_t |x_t - centre|^2   (h, b)
+    void configure() {
+        x = add_features("x");
+        sigma = add_input<Buffer<float, 1>>("sigma");
+        y = add_features("y");
+        lse = add_input<Buffer<float, 3>>("lse");
+        dy = add_features("dy");
+        left = add_input<int32_t>("left");
+        right = add_input<int32_t>("right");
+        dx = add_feature_output("dx");
+        dsigma = add_output<Buffer<float, 1>>("dsigma");
+        spread = add_output<Buffer<float, 2>>("spread");
+    }
 
     void generate() {
-        const Expr head_dim = fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
-        const Expr heads = x.dim(1).extent();
-        const Expr seq_len = x.dim(2).extent(), batch = x.dim(3).extent();
+        const Expr head_dim = head_dim_of(*x), heads = x->dim(1).extent();
+        const Expr seq_len = x->dim(2).extent(), batch = x->dim(3).extent();
 
         const gka::BackwardSchedule schedule(get_target(), knobs);
-        const gka::Mask mask(left, right, seq_len, schedule.band());
+        const gka::Mask mask(*left, *right, seq_len, schedule.band());
         gka::BackwardPipeline two_passes;
         gka::FusedBackwardPipeline one_pass;
         if (schedule.two_pass()) {
-            gka::define_backward(two_passes, x, sigma, y, lse, dy, head_dim, batch, mask, schedule.key_block(),
-                                 schedule.query_block(), form, dx, dsigma, spread);
+            gka::define_backward(two_passes, *x, *sigma, *y, *lse, *dy, head_dim, batch, mask, schedule.key_block(),
+                                 schedule.query_block(), form, *dx, *dsigma, *spread);
         } else {
-            gka::define_backward_fused(one_pass, x, sigma, y, lse, dy, head_dim, batch, mask, schedule.key_block(),
-                                       schedule.query_block(), schedule.groups(heads * batch, mask.bands()), form, dx,
-                                       dsigma, spread);
+            gka::define_backward_fused(one_pass, *x, *sigma, *y, *lse, *dy, head_dim, batch, mask,
+                                       schedule.key_block(), schedule.query_block(),
+                                       schedule.groups(heads * batch, mask.bands()), form, *dx, *dsigma, *spread);
         }
         if (using_autoscheduler()) {
-            const int d = fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim;
-            for (auto *buf : {&x, &y, &dy}) estimate_features(*buf, d);
-            estimate_features(dx, d);
-            estimate_rows(lse);
-            estimate_heads_and_window(sigma, left, right);
-            dsigma.set_estimates({{0, estimate_heads}});
-            spread.set_estimates({{0, estimate_heads}, {0, estimate_batch}});
+            for (auto *buf : {x, y, dy}) estimate_features(*buf, estimated_head_dim());
+            estimate_features(*dx, estimated_head_dim());
+            estimate_rows(*lse);
+            estimate_heads_and_window(*sigma, *left, *right);
+            dsigma->set_estimates({{0, estimate_heads}});
+            spread->set_estimates({{0, estimate_heads}, {0, estimate_batch}});
         } else if (schedule.two_pass()) {
             schedule.apply(two_passes);
         } else {
             schedule.apply(one_pass);
         }
 
-        for (auto *buf : {&x, &y, &dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
-        dense_features(dx, head_dim, heads, seq_len, batch);
-        dense_rows(lse, heads, seq_len, batch);
-        sigma.dim(0).set_bounds(0, heads);
-        dsigma.dim(0).set_bounds(0, heads);
-        dense_per_head(spread, heads, batch);
+        for (auto *buf : {x, y, dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
+        dense_features(*dx, head_dim, heads, seq_len, batch);
+        dense_rows(*lse, heads, seq_len, batch);
+        sigma->dim(0).set_bounds(0, heads);
+        dsigma->dim(0).set_bounds(0, heads);
+        dense_per_head(*spread, heads, batch);
     }
 };
 

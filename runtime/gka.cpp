@@ -188,8 +188,24 @@ using gka::internal::check_arguments;
 using gka::internal::kernel_window;
 using gka::internal::KernelWindow;
 
-Buffer<float, 4> features(const float *p, const gka_shape &s) {
-    return Buffer<float, 4>(const_cast<float *>(p), int(s.head_dim), int(s.heads), int(s.seq_len), int(s.batch));
+// The feature tensors' element types: float32, and bfloat16 (gka_bf16, its bits).
+template <class T>
+struct ElementOf;
+template <>
+struct ElementOf<float> {
+    static constexpr gka::Element element = gka::Element::f32;
+    static halide_type_t type() { return halide_type_of<float>(); }
+};
+template <>
+struct ElementOf<gka_bf16> {
+    static constexpr gka::Element element = gka::Element::bf16;
+    static halide_type_t type() { return halide_type_t(halide_type_bfloat, 16); }
+};
+
+template <class T>
+Buffer<void, 4> features(const T *p, const gka_shape &s) {
+    return Buffer<void, 4>(ElementOf<T>::type(), const_cast<T *>(p), int(s.head_dim), int(s.heads), int(s.seq_len),
+                           int(s.batch));
 }
 Buffer<float, 3> rows(const float *p, const gka_shape &s) {
     return Buffer<float, 3>(const_cast<float *>(p), int(s.seq_len), int(s.heads), int(s.batch));
@@ -240,13 +256,8 @@ gka_status run_serving_form(bool try_expansion, Pick pick, Run run, const Buffer
     return gka::internal::ran(k->name, run(k), GKA_ERR_INTERNAL);
 }
 
-
-}  // namespace
-
-extern "C" {
-
-gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
-                       float *lse) {
+template <class T>
+gka_status forward(gka_shape shape, gka_window window, const T *x, const float *sigma, T *y, float *lse) {
     last_error.clear();
     if (gka_status s = check_arguments(shape, window, sigma, {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}});
         s != GKA_OK) {
@@ -263,12 +274,15 @@ gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const
     gka::DenormalsFlushed flushed;
     return run_serving_form(
         !always_direct,
-        [&](gka::Scores form) { return gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len, form); },
+        [&](gka::Scores form) {
+            return gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len, form, ElementOf<T>::element);
+        },
         [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread, sigma);
 }
 
-gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
-                        const float *lse, const float *dy, float *dx, float *dsigma) {
+template <class T>
+gka_status backward(gka_shape shape, gka_window window, const T *x, const float *sigma, const T *y, const float *lse,
+                    const T *dy, T *dx, float *dsigma) {
     last_error.clear();
     if (gka_status s = check_arguments(shape, window, sigma,
                                        {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"},
@@ -287,9 +301,35 @@ gka_status gka_backward(gka_shape shape, gka_window window, const float *x, cons
     gka::DenormalsFlushed flushed;
     return run_serving_form(
         !always_direct && !self_only(w, shape),
-        [&](gka::Scores form) { return gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len, form); },
+        [&](gka::Scores form) {
+            return gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len, form, ElementOf<T>::element);
+        },
         [&](const auto *k) { return k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread); }, spread,
         sigma);
+}
+
+}  // namespace
+
+extern "C" {
+
+gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
+                       float *lse) {
+    return forward(shape, window, x, sigma, y, lse);
+}
+
+gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
+                        const float *lse, const float *dy, float *dx, float *dsigma) {
+    return backward(shape, window, x, sigma, y, lse, dy, dx, dsigma);
+}
+
+gka_status gka_forward_bf16(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma, gka_bf16 *y,
+                            float *lse) {
+    return forward(shape, window, x, sigma, y, lse);
+}
+
+gka_status gka_backward_bf16(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
+                             const gka_bf16 *y, const float *lse, const gka_bf16 *dy, gka_bf16 *dx, float *dsigma) {
+    return backward(shape, window, x, sigma, y, lse, dy, dx, dsigma);
 }
 
 const char *gka_last_error(void) { return last_error.c_str(); }
@@ -327,16 +367,24 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     auto pick = [&](const auto *variant) {
         if (variant) name = variant->name, compiled_knobs = variant->knobs;
     };
-    const std::string p = pass;
-    const bool direct = p == "forward_direct" || p == "backward_direct";
-    const gka::Scores scores = direct ? gka::Scores::direct : gka::Scores::expansion;
-    if (p == "forward" || p == "forward_direct") {
-        // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one.
-        pick(gka::forward_variant(family, shape.head_dim, kind, shape.seq_len, scores));
-        pick(gka::cuda_forward_variant(family, shape.head_dim, kind, shape.seq_len));
-    } else if (p == "backward" || p == "backward_direct") {
-        pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len, scores));
-        pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len));
+    // "forward" or "backward", then "_bf16" for bfloat16 features, then "_direct".
+    std::string p = pass;
+    auto strip = [&](const std::string &suffix) {
+        const bool has = p.size() > suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0;
+        if (has) p.resize(p.size() - suffix.size());
+        return has;
+    };
+    const gka::Scores scores = strip("_direct") ? gka::Scores::direct : gka::Scores::expansion;
+    const bool bf16 = strip("_bf16");
+    const gka::Element element = bf16 ? gka::Element::bf16 : gka::Element::f32;
+    // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one;
+    // the CUDA kernels take float32 features alone.
+    if (p == "forward") {
+        pick(gka::forward_variant(family, shape.head_dim, kind, shape.seq_len, scores, element));
+        if (!bf16) pick(gka::cuda_forward_variant(family, shape.head_dim, kind, shape.seq_len));
+    } else if (p == "backward") {
+        pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len, scores, element));
+        if (!bf16) pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len));
     }
     if (name && knobs) *knobs = compiled_knobs;
     return name;

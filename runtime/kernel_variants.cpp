@@ -18,8 +18,8 @@ const CpuFamily families[] = {GKA_CPU_FAMILIES};
 const std::vector<CudaFamily> cuda_family_list = {GKA_CUDA_FAMILIES};
 #undef GKA_CUDA_FAMILY
 
-#define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs, scores) \
-    {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, Scores::scores},
+#define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs, scores, element) \
+    {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, Scores::scores, Element::element},
 const std::vector<Variant<ForwardKernel>> forward_variants = {GKA_FORWARD_CPU_VARIANTS};
 const std::vector<Variant<BackwardKernel>> backward_variants = {GKA_BACKWARD_CPU_VARIANTS};
 // Empty where the table has no CUDA family for this architecture.
@@ -29,10 +29,11 @@ const std::vector<Variant<CudaBackwardKernel>> cuda_backward_variants = {GKA_BAC
 
 template <class Kernel>
 const Variant<Kernel> *narrowest(const std::vector<Variant<Kernel>> &variants, const char *family, int64_t head_dim,
-                                 WindowKind kind, int64_t seq_len, Scores scores = Scores::expansion) {
+                                 WindowKind kind, int64_t seq_len, Scores scores, Element element) {
     const Variant<Kernel> *best = nullptr;
     for (const Variant<Kernel> &v : variants) {
-        if (std::strcmp(v.family, family) != 0 || v.scores != scores || !v.shape.contains(head_dim, kind, seq_len)) {
+        if (std::strcmp(v.family, family) != 0 || v.scores != scores || v.element != element ||
+            !v.shape.contains(head_dim, kind, seq_len)) {
             continue;
         }
         if (best == nullptr || v.shape.narrowness() > best->shape.narrowness()) best = &v;
@@ -43,20 +44,20 @@ const Variant<Kernel> *narrowest(const std::vector<Variant<Kernel>> &variants, c
 }  // namespace
 
 const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                              int64_t seq_len, Scores scores) {
-    return narrowest(forward_variants, family, head_dim, kind, seq_len, scores);
+                                              int64_t seq_len, Scores scores, Element element) {
+    return narrowest(forward_variants, family, head_dim, kind, seq_len, scores, element);
 }
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                                int64_t seq_len, Scores scores) {
-    return narrowest(backward_variants, family, head_dim, kind, seq_len, scores);
+                                                int64_t seq_len, Scores scores, Element element) {
+    return narrowest(backward_variants, family, head_dim, kind, seq_len, scores, element);
 }
 const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind kind,
                                                       int64_t seq_len) {
-    return narrowest(cuda_forward_variants, family, head_dim, kind, seq_len, Scores::direct);
+    return narrowest(cuda_forward_variants, family, head_dim, kind, seq_len, Scores::direct, Element::f32);
 }
 const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind kind,
                                                         int64_t seq_len) {
-    return narrowest(cuda_backward_variants, family, head_dim, kind, seq_len, Scores::direct);
+    return narrowest(cuda_backward_variants, family, head_dim, kind, seq_len, Scores::direct, Element::f32);
 }
 
 const std::vector<CudaFamily> &cuda_families() { return cuda_family_list; }

@@ -32,6 +32,10 @@ using CudaBackwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffe
 // fast expansion, or the direct differences that serve every input.
 enum class Scores { expansion, direct };
 
+// The feature tensors' element type a variant takes (x, y, dy, dx; sigma, lse
+// and dsigma are float32 in every variant).
+enum class Element { f32, bf16 };
+
 // GLOBAL: a side of the window is unbounded (full, causal), O(T^2) pairs;
 // SLIDING: both sides are bounded, O(T*W) pairs.
 enum class WindowKind { ANY, GLOBAL, SLIDING };
@@ -65,15 +69,17 @@ struct Variant {
     const char *name;   // the kernel's function name, e.g. gka_forward_avx512_d64_sliding
     const char *knobs;  // its schedule knobs from schedules/tuned.tsv; "" = the schedule's defaults
     Scores scores;
+    Element element;
 };
 
 // The variant of `family` for a call of these shapes, or null if the family
 // has no kernels (every CPU family has one for any head dim and shape in
-// each score form; the CUDA families have the direct form only).
+// each score form and element type; the CUDA families have the direct form
+// of float32 only).
 const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
-                                              Scores = Scores::expansion);
+                                              Scores = Scores::expansion, Element = Element::f32);
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
-                                                Scores = Scores::expansion);
+                                                Scores = Scores::expansion, Element = Element::f32);
 const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind,
                                                       int64_t seq_len);
 const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind,

@@ -63,6 +63,20 @@ GKA_API gka_status gka_forward(gka_shape shape, gka_window window, const float *
 GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
                         const float *lse, const float *dy, float *dx, float *dsigma);
 
+/* bfloat16 features. x, y, dy and dx hold bfloat16 values (gka_bf16: the
+ * upper 16 bits of a float32, as torch.bfloat16 stores them), in the layouts
+ * above; sigma, lse and dsigma stay float32. Validation, errors, dispatch and
+ * determinism are the float32 calls'. The kernels widen the inputs (exactly)
+ * and compute every score, weight and sum in float32, then round y and dx to
+ * nearest even: the float32 results of the same bfloat16 inputs, rounded once
+ * (README, "Accuracy"). gka_last_kernel() names them with "_bf16". */
+typedef uint16_t gka_bf16;
+GKA_API gka_status gka_forward_bf16(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
+                                    gka_bf16 *y, float *lse);
+GKA_API gka_status gka_backward_bf16(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
+                                     const gka_bf16 *y, const float *lse, const gka_bf16 *dy, gka_bf16 *dx,
+                                     float *dsigma);
+
 /* Message of the last failing call on this thread ("" if none). */
 GKA_API const char *gka_last_error(void);
 
@@ -97,7 +111,8 @@ GKA_API const char *gka_score_form(void);
  * ("avx512", "avx2", "generic", or a CUDA family: "cuda86", "cuda"): "forward" or "backward" name the
  * expansion's variant (what "auto" runs first), "forward_direct" or
  * "backward_direct" the direct form's (on a CUDA family, all four name the
- * direct form's variant, the only one it has). Its name, e.g.
+ * direct form's variant, the only one it has); "forward_bf16",
+ * "backward_bf16_direct" and so on, the bfloat16 calls' (CPU families only). Its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
  * schedule knobs it was compiled with ("name:value,..."; "" = the schedule's
  * defaults). The autotuner's table, schedules/tuned.tsv, gives knobs per shape
