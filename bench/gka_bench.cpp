@@ -7,6 +7,7 @@
 // the best family also sharp ("causal_sharp": x of scale 1.5, scores near
 // -2.25 D, most weights at exp's floor of e^-87), where denormal sums would
 // make the kernels 20-50x slower were they not flushed to zero.
+// The bfloat16 calls run beside them on the best family ("fwd_bf16", "bwd_bf16").
 // Counters (rates): GFLOP by GKA.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
 // and pairs/s. Benchmarks measure; they assert nothing.
 #include <benchmark/benchmark.h>
@@ -71,6 +72,22 @@ void check(gka_status s) {
     if (s != GKA_OK) throw std::runtime_error(std::string("gka: ") + gka_last_error());
 }
 
+// The bfloat16 calls on the same values, rounded (the kernels' work is the same).
+struct Bf16Data {
+    std::vector<gka_bf16> x, dy, y, dx;
+    explicit Bf16Data(const Data &d) : x(rounded(d.x)), dy(rounded(d.dy)), y(d.y.size()), dx(d.dx.size()) {}
+    static std::vector<gka_bf16> rounded(const std::vector<float> &v) {
+        std::vector<gka_bf16> b(v.size());
+        for (size_t k = 0; k < v.size(); k++) {
+            uint32_t u;
+            std::memcpy(&u, &v[k], 4);
+            b[k] = gka_bf16((u + 0x7fffu + ((u >> 16) & 1)) >> 16);  // finite values: to nearest even
+        }
+        return b;
+    }
+};
+
+// pass: fwd, bwd or fwdbwd, with "_bf16" for the bfloat16 calls.
 void gka_case(benchmark::State &state, std::string family, std::string pass, gka_window w, gka_shape shape,
               float feature_scale) {
     if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
@@ -78,14 +95,24 @@ void gka_case(benchmark::State &state, std::string family, std::string pass, gka
         return;
     }
     Data d(shape, feature_scale);
-    check(gka_forward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
+    Bf16Data h(d);
+    const bool bf16 = pass.size() > 5 && pass.substr(pass.size() - 5) == "_bf16";
+    if (bf16) pass.resize(pass.size() - 5);
+    auto forward = [&] {
+        check(bf16 ? gka_forward_bf16(shape, w, h.x.data(), d.sigma.data(), h.y.data(), d.lse.data())
+                   : gka_forward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
+    };
+    auto backward = [&] {
+        check(bf16 ? gka_backward_bf16(shape, w, h.x.data(), d.sigma.data(), h.y.data(), d.lse.data(), h.dy.data(),
+                                       h.dx.data(), d.dsigma.data())
+                   : gka_backward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data(), d.dy.data(),
+                                  d.dx.data(), d.dsigma.data()));
+    };
+    forward();
     const bool fwd = pass != "bwd", bwd = pass != "fwd";
     for (auto _ : state) {
-        if (fwd) check(gka_forward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
-        if (bwd) {
-            check(gka_backward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data(), d.dy.data(),
-                               d.dx.data(), d.dsigma.data()));
-        }
+        if (fwd) forward();
+        if (bwd) backward();
     }
     const double pairs = double(gka_ref::allowed_pairs(shape, w));
     const double flops = (fwd ? 4.0 : 0.0) * shape.head_dim * pairs + (bwd ? 10.0 : 0.0) * shape.head_dim * pairs;
@@ -132,6 +159,16 @@ void register_all(const Mode &m) {
                         timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, family, pass, w,
                                                            gka_shape{1, T, 8, D}, smooth_features));
                     }
+    // bfloat16 beside float32 (the rows above), on the best family at the sharp cases' T.
+    for (const std::string pass : {"fwd_bf16", "bwd_bf16"})
+        for (const auto &[wname, w] : m.windows)
+            for (int64_t D : m.head_dims) {
+                if (wname == "full") continue;
+                const std::string name = "gka/" + best + "/" + pass + "/" + wname + "/D=" + std::to_string(D) +
+                                         "/T=" + std::to_string(m.sharp_seq_len);
+                timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, best, pass, w,
+                                                   gka_shape{1, m.sharp_seq_len, 8, D}, smooth_features));
+            }
     for (const std::string &pass : m.passes)
         for (int64_t D : m.head_dims) {
             const std::string name = "gka/" + best + "/" + pass + "/causal_sharp/D=" + std::to_string(D) +

@@ -133,6 +133,16 @@ def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target
                 e = rows[key].get(T)
                 cells.append(f"{e['gflops']:.1f} ({e['gflops'] / sgemm:.2f})" if e else "")
             f.write("| " + " | ".join(str(k) for k in key) + " | " + " | ".join(cells) + " |\n")
+        bf16 = sorted(k for k in rows if k[1].endswith("_bf16"))
+        if bf16:
+            f.write("\n## bfloat16 against float32 (same run)\n\n| family | pass | window | D | T | bf16 GFLOP/s | "
+                    "float32 GFLOP/s | bf16 / float32 |\n" + "| --- " * 8 + "|\n")
+            for key in bf16:
+                for T, e in sorted(rows[key].items()):
+                    ref = rows.get((key[0], key[1][:-len("_bf16")]) + key[2:], {}).get(T)
+                    if ref:
+                        f.write(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {T} | {e['gflops']:.1f} | "
+                                f"{ref['gflops']:.1f} | {e['gflops'] / ref['gflops']:.2f} |\n")
         f.write("\n## Yardsticks\n\n| benchmark | time (ms) | GFLOP/s |\n| --- | --- | --- |\n")
         for name in sorted(medians):
             if not name.startswith("gka/"):

@@ -184,16 +184,17 @@ function(gka_add_kernel kernel family head_dim)
 endfunction()
 
 # gka_add_kernel for a (kernel, family, head dim) and for each narrower shape
-# class the tuned table has for it. (The direct score form, the fallback for
-# inputs the expansion does not serve, is one "any" variant per CPU family:
+# class the tuned table has for it; further arguments (ELEMENT) go to each.
+# (The direct score form, the fallback for inputs the expansion does not
+# serve, is one "any" variant per CPU family and element type:
 # runtime/CMakeLists.txt.)
 macro(gka_add_kernel_and_classes kernel family head_dim)
-    gka_add_kernel(${kernel} ${family} ${head_dim})
+    gka_add_kernel(${kernel} ${family} ${head_dim} ${ARGN})
     foreach (class IN LISTS GKA_CLASSES_${family}_${kernel}_${head_dim})
         string(REPLACE "|" ";" class "${class}")
         list(GET class 0 window)
         list(GET class 1 seq_len)
         list(GET class 2 knobs)
-        gka_add_kernel(${kernel} ${family} ${head_dim} WINDOW ${window} SEQ_LEN ${seq_len} KNOBS ${knobs})
+        gka_add_kernel(${kernel} ${family} ${head_dim} WINDOW ${window} SEQ_LEN ${seq_len} KNOBS ${knobs} ${ARGN})
     endforeach ()
 endmacro()

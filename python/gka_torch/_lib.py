@@ -42,6 +42,8 @@ _status = ctypes.c_int
 _HOST_SIGNATURES = {
     "gka_forward": [Shape, Window, _p, _p, _p, _p],
     "gka_backward": [Shape, Window, _p, _p, _p, _p, _p, _p, _p],
+    "gka_forward_bf16": [Shape, Window, _p, _p, _p, _p],
+    "gka_backward_bf16": [Shape, Window, _p, _p, _p, _p, _p, _p, _p],
 }
 
 # The CUDA entry points (gka.h), where a libgka has them: device pointers and

@@ -25,9 +25,14 @@ def _window(window):
     return left, right
 
 
+# The features' dtypes libgka's kernels take, and their entry points' suffix.
+# sigma may be either (it is widened to float32); lse and dsigma are float32.
+_FEATURE_DTYPES = {torch.float32: "", torch.bfloat16: "_bf16"}
+
+
 def _check(x, sigma, fake=False, autocast=False):
     """Metadata checks only (no data): they also run on fake tensors under torch.compile.
-    With autocast, any floating dtype passes: autocast casts to float32 (below)."""
+    With autocast, any floating dtype passes: autocast casts it (below)."""
     if not isinstance(x, torch.Tensor) or not isinstance(sigma, torch.Tensor):
         raise TypeError("gka: x and sigma must be torch.Tensors")
     if x.dim() != 4:
@@ -35,14 +40,17 @@ def _check(x, sigma, fake=False, autocast=False):
     if sigma.dim() != 1 or sigma.shape[0] != x.shape[2]:
         raise ValueError(f"gka: sigma must be [heads] = [{x.shape[2]}], got shape {tuple(sigma.shape)}")
     for name, t in (("x", x), ("sigma", sigma)):
-        if t.dtype != torch.float32 and not (autocast and t.is_floating_point()):
-            raise TypeError(f"gka: {name} must be float32 (libgka's kernels are float32 only), got {t.dtype}")
+        if t.dtype not in _FEATURE_DTYPES and not (autocast and t.is_floating_point()):
+            raise TypeError(f"gka: {name} must be float32 or bfloat16 (libgka's kernels take those), got {t.dtype}")
     if x.device != sigma.device:
         raise ValueError(f"gka: x and sigma must be on the same device, got {x.device} and {sigma.device}")
     if fake:
         return
     if x.device.type not in _DEVICES:
         raise ValueError(f"gka: tensors must be on the CPU or a CUDA device, got {x.device}")
+    if x.device.type == "cuda" and x.dtype != torch.float32:
+        raise NotImplementedError(f"gka: libgka's CUDA kernels take float32 features alone, got {x.dtype} on "
+                                  f"{x.device}")
     if x.device.type == "cuda" and not _lib.has_cuda(LIB):
         raise NotImplementedError(
             f"gka: this libgka ({LIBRARY_PATH}) has no CUDA entry points "
@@ -51,7 +59,8 @@ def _check(x, sigma, fake=False, autocast=False):
 
 
 def _run(name, x, window, *tensors):
-    """Calls libgka's `name` on contiguous tensors (x first among them)."""
+    """Calls libgka's `name` (for x's dtype) on contiguous tensors (x first among them)."""
+    name += _FEATURE_DTYPES[x.dtype]
     B, T, H, D = x.shape
     shape, win = _lib.Shape(B, T, H, D), _lib.Window(*window)
     pointers = [t.data_ptr() for t in tensors]
@@ -69,10 +78,10 @@ def _run(name, x, window, *tensors):
 def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(y [B,T,H,D], lse [B,H,T]) = GKA forward of x [B,T,H,D] with bandwidths sigma [H]."""
     _check(x, sigma)
-    x, sigma = x.contiguous(), sigma.contiguous()
+    x, sigma = x.contiguous(), sigma.float().contiguous()
     B, T, H, D = x.shape
     y = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
-    lse = torch.empty((B, H, T), dtype=x.dtype, device=x.device)
+    lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
     if B * T * H > 0:  # libgka rejects empty shapes; their outputs are empty
         _run("gka_forward", x, (left, right), x, sigma, y, lse)
     return y, lse
@@ -82,24 +91,26 @@ def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int) -> tupl
 def _(x, sigma, left, right):
     _check(x, sigma, fake=True)
     B, T, H, D = x.shape
-    return x.new_empty((B, T, H, D)), x.new_empty((B, H, T))
+    return x.new_empty((B, T, H, D)), x.new_empty((B, H, T), dtype=torch.float32)
 
 
 @torch.library.custom_op("gka::backward", mutates_args=())
 def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.Tensor, dy: torch.Tensor,
              left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dx, dsigma): gradients of sum(dy * y) from the forward's y and lse."""
+    """(dx, dsigma): gradients of sum(dy * y) from the forward's y and lse; dx in x's
+    dtype, dsigma in float32."""
     _check(x, sigma)
-    x, sigma, y, lse, dy = (t.contiguous() for t in (x, sigma, y, lse, dy))
+    x, y, lse, dy = (t.contiguous() for t in (x, y, lse, dy))
+    sigma = sigma.float().contiguous()
     B, T, H, D = x.shape
     if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
         raise ValueError(f"gka: backward needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, T], got "
                          f"y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
-    for name, t in (("y", y), ("lse", lse), ("dy", dy)):
-        if t.dtype != torch.float32 or t.device != x.device:
-            raise TypeError(f"gka: {name} must be float32 on {x.device}, got {t.dtype} on {t.device}")
+    for name, t, dtype in (("y", y, x.dtype), ("lse", lse, torch.float32), ("dy", dy, x.dtype)):
+        if t.dtype != dtype or t.device != x.device:
+            raise TypeError(f"gka: {name} must be {dtype} on {x.device}, got {t.dtype} on {t.device}")
     dx = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
-    dsigma = torch.empty((H,), dtype=x.dtype, device=x.device)
+    dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
     if B * T * H > 0:
         _run("gka_backward", x, (left, right), x, sigma, y, lse, dy, dx, dsigma)
     else:
@@ -110,7 +121,7 @@ def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.T
 @backward.register_fake
 def _(x, sigma, y, lse, dy, left, right):
     _check(x, sigma, fake=True)
-    return torch.empty_like(x, memory_format=torch.contiguous_format), torch.empty_like(sigma)
+    return torch.empty_like(x, memory_format=torch.contiguous_format), sigma.new_empty(sigma.shape, dtype=torch.float32)
 
 
 def _setup_context(ctx, inputs, output):
@@ -125,20 +136,24 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dy, _dlse):
     x, sigma, y, lse = ctx.saved_tensors
-    dx, dsigma = torch.ops.gka.backward(x, sigma, y, lse, dy, *ctx.window)
-    return (dx if ctx.needs_input_grad[0] else None, dsigma if ctx.needs_input_grad[1] else None, None, None)
+    dx, dsigma = torch.ops.gka.backward(x, sigma, y, lse, dy.to(x.dtype), *ctx.window)
+    return (dx if ctx.needs_input_grad[0] else None, dsigma.to(sigma.dtype) if ctx.needs_input_grad[1] else None,
+            None, None)
 
 
 forward.register_autograd(_backward, setup_context=_setup_context)
 
-# Under torch.autocast the kernels still run in float32 (they have no other).
-for _device in _DEVICES:
-    torch.library.register_autocast("gka::forward", _device, torch.float32)
+# Under torch.autocast: on the CPU the bfloat16 kernels (whatever the autocast
+# dtype: libgka has no float16 kernels), on CUDA float32 (its only kernels).
+torch.library.register_autocast("gka::forward", "cpu", torch.bfloat16)
+torch.library.register_autocast("gka::forward", "cuda", torch.float32)
 
 
 def gka_attention(x, sigma, window=(-1, 0)):
-    """Gaussian Kernel Attention: y [B,T,H,D] for features x [B,T,H,D] (float32) and
-    per-head bandwidths sigma [H] (float32, finite, > 0).
+    """Gaussian Kernel Attention: y [B,T,H,D] for features x [B,T,H,D] and per-head
+    bandwidths sigma [H] (finite, > 0). x is float32 or bfloat16 (CPU; CUDA takes
+    float32), y has x's dtype, and sigma either (the kernels widen it to float32);
+    under torch.autocast on the CPU the bfloat16 kernels run.
 
     window is FlashAttention's (left, right), -1 = unbounded: (-1, 0) causal (the
     default), (-1, -1) full, (W-1, 0) causal sliding window of W tokens. Gradients
