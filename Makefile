@@ -107,7 +107,7 @@ bench-full: build
 # attention (same data, shape and steps; about 2 minutes each) and compares them:
 # build/compare/report.md and loss_curves.png.
 compare: build
-	@$(VENV)/bin/python examples/train_lm/compare.py --build $(BUILD) --out $(BUILD)/compare
+	@$(VENV)/bin/python examples/train_lm/compare.py --build $(BUILD) --out $(BUILD)/compare $(COMPARE_ARGS)
 
 # Tunes the standard shape classes (forward and backward, D = 64 and 128; long,
 # short and sliding: autotune/gka_autotune.py's CLASSES) for the best CPU family of

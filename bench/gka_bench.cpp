@@ -78,11 +78,7 @@ struct Bf16Data {
     explicit Bf16Data(const Data &d) : x(rounded(d.x)), dy(rounded(d.dy)), y(d.y.size()), dx(d.dx.size()) {}
     static std::vector<gka_bf16> rounded(const std::vector<float> &v) {
         std::vector<gka_bf16> b(v.size());
-        for (size_t k = 0; k < v.size(); k++) {
-            uint32_t u;
-            std::memcpy(&u, &v[k], 4);
-            b[k] = gka_bf16((u + 0x7fffu + ((u >> 16) & 1)) >> 16);  // finite values: to nearest even
-        }
+        for (size_t k = 0; k < v.size(); k++) b[k] = gka_bf16_from_float(v[k]);
         return b;
     }
 };

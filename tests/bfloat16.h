@@ -1,29 +1,15 @@
-// bfloat16 as libgka takes it (gka_bf16: the upper 16 bits of a float32), for
-// the tests: rounding to nearest even, as torch and the kernels round.
+// bfloat16 vectors as libgka takes them (gka_bf16: the upper 16 bits of a
+// float32), rounded to nearest even by gka.h's conversions, for the tests.
 #pragma once
 
-#include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "gka/gka.h"
 
 namespace gka_test {
 
-inline gka_bf16 to_bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return gka_bf16((u >> 16) | 0x40);  // NaN stays NaN
-    u += 0x7fffu + ((u >> 16) & 1);
-    return gka_bf16(u >> 16);
-}
-
-inline float from_bf16(gka_bf16 b) {
-    const uint32_t u = uint32_t(b) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+inline gka_bf16 to_bf16(float f) { return gka_bf16_from_float(f); }
+inline float from_bf16(gka_bf16 b) { return gka_float_from_bf16(b); }
 
 inline std::vector<gka_bf16> to_bf16(const std::vector<float> &v) {
     std::vector<gka_bf16> b(v.size());

@@ -2,6 +2,7 @@
 // model's, against central finite differences, and a few steps that learn.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -69,10 +70,20 @@ std::vector<uint8_t> repeated_text(size_t bytes) {
     return text;
 }
 
-lm::Model tiny_model(const char *attention, int head_dim, uint64_t seed) {
+lm::Model tiny_model(const char *attention, int head_dim, uint64_t seed, const char *dtype = "f32") {
     lm::ModelConfig config;
-    config.attention = attention, config.layers = 2, config.heads = 2, config.head_dim = head_dim;
+    config.attention = attention, config.dtype = dtype, config.layers = 2, config.heads = 2, config.head_dim = head_dim;
     return lm::Model(config, seed);
+}
+
+double largest_difference(const float *a, const float *b, size_t n, double *largest_b) {
+    double worst = 0;
+    *largest_b = 0;
+    for (size_t k = 0; k < n; k++) {
+        worst = std::max(worst, std::abs(double(a[k]) - b[k]));
+        *largest_b = std::max(*largest_b, std::abs(double(b[k])));
+    }
+    return worst;
 }
 
 }  // namespace
@@ -105,10 +116,39 @@ TEST_CASE("train_lm model gradient matches finite differences", "[train_lm]") {
     }
 }
 
+TEST_CASE("train_lm: GKA's layer in bf16 is the float32 layer within bf16's rounding", "[train_lm]") {
+    const AttentionShape shape{2, 33, 2, 64, {-1, 0}};
+    const size_t n = size_t(shape.rows()) * shape.dim();
+    const std::vector<float> h = normal_values(n, 21), weights = normal_values(n, 23);
+    lm::Rng rng32(9), rng16(9);
+    auto f32 = lm::make_attention("gka", "attn", shape.heads, shape.head_dim, 2, rng32);
+    auto bf16 = lm::make_attention("gka", "attn", shape.heads, shape.head_dim, 2, rng16, "bf16");
+    double largest = 0, difference = 0;
+    const float *out32 = f32->forward(h.data(), shape);
+    const std::vector<float> y32(out32, out32 + n);
+    difference = largest_difference(bf16->forward(h.data(), shape), y32.data(), n, &largest);
+    CHECK(difference < 2e-2 * largest);
+    const float *dh32_ptr = f32->backward(weights.data());
+    const std::vector<float> dh32(dh32_ptr, dh32_ptr + n);
+    difference = largest_difference(bf16->backward(weights.data()), dh32.data(), n, &largest);
+    CHECK(difference < 2e-2 * largest);
+    // The output projection's gradient. (log_sigma's is a sum whose terms cancel and
+    // move with y's and dy's rounding: tests/test_bf16.cpp judges dsigma by the
+    // contract's metric, against the magnitude of its terms.)
+    const Param &out16 = *bf16->params()[1], &out32p = *f32->params()[1];
+    REQUIRE(out32p.name == "attn.out");
+    difference = largest_difference(out16.grad.data(), out32p.grad.data(), out32p.grad.size(), &largest);
+    CHECK(difference < 2e-2 * largest);
+    lm::Rng rng(1);
+    CHECK_THROWS_WITH(lm::make_attention("dot", "attn", 2, 8, 2, rng, "bf16"), Catch::Contains("float32 only"));
+    CHECK_THROWS_WITH(lm::make_attention("gka", "attn", 2, 8, 2, rng, "fp8"), Catch::Contains("unknown dtype"));
+}
+
 TEST_CASE("train_lm: a few steps reduce the loss", "[train_lm]") {
-    for (const char *kind : {"gka", "dot"}) {
+    for (const char *kind : {"gka", "dot", "gka bf16"}) {
         SECTION(kind) {
-            lm::Model model = tiny_model(kind, 16, 1);
+            const bool bf16 = std::string(kind) == "gka bf16";
+            lm::Model model = tiny_model(bf16 ? "gka" : kind, 16, 1, bf16 ? "bf16" : "f32");
             const AttentionShape shape{4, 32, 2, 16, {7, 0}};
             const std::vector<uint8_t> text = repeated_text(4000);
             const std::vector<Param *> params = model.params();

@@ -26,6 +26,15 @@ void check(gka_status status, const char *call) {
 
 gka_shape kernel_shape(const AttentionShape &s) { return {s.batch, s.seq, s.heads, s.head_dim}; }
 
+void to_bf16(const float *from, size_t n, std::vector<gka_bf16> &to) {
+    to.resize(n);
+    for (size_t k = 0; k < n; k++) to[k] = gka_bf16_from_float(from[k]);
+}
+void from_bf16(const std::vector<gka_bf16> &from, std::vector<float> &to) {
+    to.resize(from.size());
+    for (size_t k = 0; k < from.size(); k++) to[k] = gka_float_from_bf16(from[k]);
+}
+
 double output_projection_init(int layers) { return 1.0 / std::sqrt(2.0 * layers); }
 
 }  // namespace
@@ -33,9 +42,10 @@ double output_projection_init(int layers) { return 1.0 / std::sqrt(2.0 * layers)
 // RMSNorm makes |h_t|^2 about d, so two unrelated tokens are about 2D apart in
 // a head; sigma = sqrt(D / 2) starts their score near -2 against 0 for the
 // query itself: peaked enough to carry information, flat enough to train.
-GkaAttention::GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng)
+GkaAttention::GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16)
     : log_sigma(name + ".log_sigma", heads, false),
-      out(name + ".out", heads * head_dim, heads * head_dim, rng, float(output_projection_init(layers))) {
+      out(name + ".out", heads * head_dim, heads * head_dim, rng, float(output_projection_init(layers))),
+      bf16(bf16) {
     std::fill(log_sigma.value.begin(), log_sigma.value.end(), 0.5f * std::log(0.5f * head_dim));
 }
 
@@ -46,7 +56,15 @@ const float *GkaAttention::forward(const float *h_, const AttentionShape &shape_
     for (int k = 0; k < shape.heads; k++) sigma[k] = std::exp(log_sigma.value[k]);
     y.resize(n);
     lse.resize(size_t(shape.batch) * shape.heads * shape.seq);
-    check(gka_forward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data()), "gka_forward");
+    if (bf16) {
+        to_bf16(h, n, h16);
+        y16.resize(n);
+        check(gka_forward_bf16(kernel_shape(shape), shape.window, h16.data(), sigma.data(), y16.data(), lse.data()),
+              "gka_forward_bf16");
+        from_bf16(y16, y);
+    } else {
+        check(gka_forward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data()), "gka_forward");
+    }
     return out.forward(y.data(), shape.rows());
 }
 
@@ -54,9 +72,18 @@ const float *GkaAttention::backward(const float *dout) {
     const float *dy = out.backward(dout);
     dh.resize(y.size());
     dsigma.resize(shape.heads);
-    check(gka_backward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data(), dy, dh.data(),
-                       dsigma.data()),
-          "gka_backward");
+    if (bf16) {
+        to_bf16(dy, y.size(), dy16);
+        dh16.resize(y.size());
+        check(gka_backward_bf16(kernel_shape(shape), shape.window, h16.data(), sigma.data(), y16.data(), lse.data(),
+                                dy16.data(), dh16.data(), dsigma.data()),
+              "gka_backward_bf16");
+        from_bf16(dh16, dh);
+    } else {
+        check(gka_backward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data(), dy, dh.data(),
+                           dsigma.data()),
+              "gka_backward");
+    }
     for (int k = 0; k < shape.heads; k++) log_sigma.grad[k] += dsigma[k] * sigma[k];
     return dh.data();
 }
@@ -145,8 +172,13 @@ double DotProductAttention::training_flops_per_token(const AttentionShape &s) co
 }
 
 std::unique_ptr<Attention> make_attention(const std::string &kind, const std::string &name, int heads, int head_dim,
-                                          int layers, Rng &rng) {
-    if (kind == "gka") return std::make_unique<GkaAttention>(name, heads, head_dim, layers, rng);
+                                          int layers, Rng &rng, const std::string &dtype) {
+    if (dtype != "f32" && dtype != "bf16") throw std::invalid_argument("unknown dtype '" + dtype + "' (f32 or bf16)");
+    if (kind == "gka") return std::make_unique<GkaAttention>(name, heads, head_dim, layers, rng, dtype == "bf16");
+    if (kind == "dot" && dtype == "bf16") {
+        throw std::invalid_argument("dtype bf16 runs GKA's attention in bfloat16 (libgka's kernels); the dot-product "
+                                    "layer is float32 only");
+    }
     if (kind == "dot") return std::make_unique<DotProductAttention>(name, heads, head_dim, layers, rng);
     throw std::invalid_argument("unknown attention '" + kind + "' (gka or dot)");
 }

@@ -40,7 +40,9 @@ struct Attention {
 
 class GkaAttention : public Attention {
 public:
-    GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng);
+    // bf16: the kernels take h, y, dy and dh in bfloat16 (gka_forward_bf16,
+    // gka_backward_bf16); the rest of the model stays float32.
+    GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16 = false);
     const float *forward(const float *h, const AttentionShape &shape) override;
     const float *backward(const float *dout) override;
     std::vector<Param *> params() override { return {&log_sigma, &out.w}; }
@@ -52,9 +54,11 @@ public:
     Linear out;
 
 private:
+    bool bf16;
     AttentionShape shape{};
     const float *h = nullptr;
     std::vector<float> sigma, y, lse, dh, dsigma;
+    std::vector<gka_bf16> h16, y16, dy16, dh16;  // the bf16 kernels' tensors
 };
 
 class DotProductAttention : public Attention {
@@ -73,7 +77,8 @@ private:
     std::vector<float> mixed, dq, dk, dv, dh, dprobs;
 };
 
+// kind: "gka" or "dot"; dtype: "f32", or "bf16" (GKA's kernels in bfloat16).
 std::unique_ptr<Attention> make_attention(const std::string &kind, const std::string &name, int heads, int head_dim,
-                                          int layers, Rng &rng);
+                                          int layers, Rng &rng, const std::string &dtype = "f32");
 
 }  // namespace lm

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Trains the byte-level LM with GKA and with dot-product attention on the same
-data, depth, width, window and step budget, then writes a report:
-<out>/report.md and <out>/loss_curves.png (run by `make compare`)."""
+data, depth, width, window and step budget (with --with-bf16, GKA with its
+kernels in bfloat16 too), then writes a report: <out>/report.md and
+<out>/loss_curves.png (run by `make compare`; `make compare COMPARE_ARGS=--with-bf16`)."""
 import argparse
 import csv
 import json
@@ -19,8 +20,8 @@ NANOCHAT_D20 = dict(layers=20, dim=1280, heads=10, vocab=65536, seq=2048)
 PAPER = dict(parameters=0.42, training_flops=0.49)
 
 
-def train(trainer, attention, args, out):
-    command = [str(trainer), "--attention", attention, "--out", str(out), "--data", args.data,
+def train(trainer, attention, args, out, dtype="f32"):
+    command = [str(trainer), "--attention", attention, "--dtype", dtype, "--out", str(out), "--data", args.data,
                "--window", args.window, "--layers", str(args.layers), "--heads", str(args.heads),
                "--head-dim", str(args.head_dim), "--seq", str(args.seq), "--batch", str(args.batch),
                "--steps", str(args.steps), "--eval-every", str(args.eval_every), "--seed", str(args.seed)]
@@ -54,7 +55,7 @@ def shape_ratios(layers, dim, heads, vocab, seq):
 
 def plot(logs, path):
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (name, log), color in zip(logs.items(), ("tab:blue", "tab:orange")):
+    for (name, log), color in zip(logs.items(), ("tab:blue", "tab:orange", "tab:green")):
         steps = [int(r["step"]) for r in log]
         ax.plot(steps, [float(r["train_loss"]) for r in log], color=color, label=f"{name} train")
         ax.plot(steps, [float(r["val_loss"]) for r in log], color=color, linestyle="--", label=f"{name} validation")
@@ -127,6 +128,15 @@ def report(results, args, out):
         "",
         "Reproduce: `make compare` (or `.venv/bin/python examples/train_lm/compare.py --help`).",
     ]
+    if "gka_bf16" in results:
+        b = results["gka_bf16"][1]
+        lines += ["", "## GKA's kernels in bfloat16 (`--with-bf16`)", "",
+                  "The same model, data, seed and step budget, with the attention's kernels in bfloat16 "
+                  "(`train_lm --dtype bf16`; the rest of the model in float32).", "",
+                  "| | float32 | bfloat16 | bf16 - f32 |", "| --- | --- | --- | --- |"]
+        for name, key in (("final train loss", "final_train_loss"), ("final validation loss", "final_val_loss"),
+                          ("training tokens / s", "tokens_per_s")):
+            lines.append(f"| {name} | {g[key]:.4g} | {b[key]:.4g} | {b[key] - g[key]:+.4g} |")
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
 
@@ -144,13 +154,17 @@ def main():
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--with-bf16", action="store_true", help="also train GKA with its kernels in bfloat16")
     args = p.parse_args()
     trainer = pathlib.Path(args.build) / "examples/train_lm/train_lm"
     if not trainer.exists():
         sys.exit(f"compare: {trainer} not found: build the project first (make build)")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = {name: train(trainer, name, args, out / name) for name in ("gka", "dot")}
+    runs = {"gka": ("gka", "f32"), "dot": ("dot", "f32")}
+    if args.with_bf16:
+        runs["gka_bf16"] = ("gka", "bf16")
+    results = {name: train(trainer, attention, args, out / name, dtype) for name, (attention, dtype) in runs.items()}
     plot({name: log for name, (log, _) in results.items()}, out / "loss_curves.png")
     report(results, args, out)
     print(f"compare: wrote {out / 'report.md'} and {out / 'loss_curves.png'}")

@@ -17,7 +17,8 @@
 namespace {
 
 struct Options {
-    std::string data = "/usr/share/common-licenses", attention = "gka", window = "causal", out = "train_lm_out";
+    std::string data = "/usr/share/common-licenses", attention = "gka", dtype = "f32", window = "causal";
+    std::string out = "train_lm_out";
     int layers = 4, heads = 2, head_dim = 64, seq = 128, batch = 16, steps = 600;
     int eval_every = 50, eval_batches = 8;
     double lr = 3e-3, validation_fraction = 0.1;
@@ -27,6 +28,7 @@ struct Options {
 const char *kUsage = R"(usage: train_lm [--option value]...
   --data PATH          text file or directory of files (default /usr/share/common-licenses)
   --attention gka|dot  GKA through libgka, or dot-product attention with W_Q, W_K, W_V (default gka)
+  --dtype f32|bf16     GKA's kernels in float32 or bfloat16 (the rest of the model is float32; default f32)
   --window causal|W    causal, or a causal sliding window of W tokens including the query (default causal)
   --layers N --heads H --head-dim D   model shape (default 4, 2, 64: width 128)
   --seq T --batch B    tokens per sequence and sequences per step (default 128, 16)
@@ -59,7 +61,8 @@ Options parse(int argc, char **argv) {
         }
         given.erase(it);
     };
-    take("data", o.data), take("attention", o.attention), take("window", o.window), take("out", o.out);
+    take("data", o.data), take("attention", o.attention), take("dtype", o.dtype), take("window", o.window);
+    take("out", o.out);
     take("layers", o.layers), take("heads", o.heads), take("head-dim", o.head_dim), take("seq", o.seq);
     take("batch", o.batch), take("steps", o.steps), take("eval-every", o.eval_every);
     take("eval-batches", o.eval_batches), take("lr", o.lr), take("seed", o.seed);
@@ -104,7 +107,8 @@ std::string sigmas(lm::Model &model) {
 int run(const Options &o) {
     const lm::Corpus corpus = lm::Corpus::load(o.data, o.validation_fraction);
     lm::ModelConfig config;
-    config.attention = o.attention, config.layers = o.layers, config.heads = o.heads, config.head_dim = o.head_dim;
+    config.attention = o.attention, config.dtype = o.dtype, config.layers = o.layers, config.heads = o.heads;
+    config.head_dim = o.head_dim;
     lm::Model model(config, o.seed);
     const lm::AttentionShape shape{o.batch, o.seq, o.heads, o.head_dim, parse_window(o.window)};
     const std::vector<lm::Param *> params = model.params();
@@ -114,9 +118,9 @@ int run(const Options &o) {
     std::filesystem::create_directories(o.out);
     std::ofstream log(o.out + "/log.csv");
     log << "step,train_loss,val_loss,lr,tokens_per_s,elapsed_s\n";
-    std::printf("train_lm: %s attention, %d layers, width %d (%d heads x %d), window (%lld, %lld), "
+    std::printf("train_lm: %s attention (%s), %d layers, width %d (%d heads x %d), window (%lld, %lld), "
                 "%zu parameters (%zu in attention), %.3g training FLOPs/token (%.3g in attention)\n",
-                o.attention.c_str(), o.layers, config.dim(), o.heads, o.head_dim, (long long)shape.window.left,
+                o.attention.c_str(), o.dtype.c_str(), o.layers, config.dim(), o.heads, o.head_dim, (long long)shape.window.left,
                 (long long)shape.window.right, model.parameter_count(), model.attention_parameter_count(),
                 model.training_flops_per_token(shape), model.attention_training_flops_per_token(shape));
     std::printf("train_lm: %s: %zu training bytes, %zu validation bytes; libgka family %s, %d threads\n",
@@ -152,7 +156,7 @@ int run(const Options &o) {
     }
 
     std::ofstream summary(o.out + "/summary.json");
-    summary << "{\n  \"attention\": \"" << o.attention << "\", \"layers\": " << o.layers << ", \"heads\": " << o.heads
+    summary << "{\n  \"attention\": \"" << o.attention << "\", \"dtype\": \"" << o.dtype << "\", \"layers\": " << o.layers << ", \"heads\": " << o.heads
             << ", \"head_dim\": " << o.head_dim << ", \"seq\": " << o.seq << ", \"batch\": " << o.batch
             << ", \"steps\": " << o.steps << ",\n  \"window\": [" << shape.window.left << ", " << shape.window.right
             << "], \"parameters\": " << model.parameter_count()

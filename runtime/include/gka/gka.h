@@ -22,6 +22,7 @@
 #define GKA_GKA_H
 
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define GKA_API __attribute__((visibility("default")))
@@ -71,6 +72,19 @@ GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float 
  * nearest even: the float32 results of the same bfloat16 inputs, rounded once
  * (README, "Accuracy"). gka_last_kernel() names them with "_bf16". */
 typedef uint16_t gka_bf16;
+/* Conversions as the kernels (and torch) round: to nearest even; NaN stays NaN. */
+static inline gka_bf16 gka_bf16_from_float(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (gka_bf16)((u >> 16) | 0x40);
+    return (gka_bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float gka_float_from_bf16(gka_bf16 b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 GKA_API gka_status gka_forward_bf16(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
                                     gka_bf16 *y, float *lse);
 GKA_API gka_status gka_backward_bf16(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
