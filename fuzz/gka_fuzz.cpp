@@ -2,7 +2,8 @@
 // (both entry points) on a CPU family, score form and thread count it picks:
 // - a valid problem, from the randomized accuracy test's generator or at the
 //   validator's edges (head dims to 130, any window), judged against the
-//   double reference by GKA.md's accuracy contract;
+//   double reference by GKA.md's accuracy contract (also through the
+//   bfloat16 calls, by the bfloat16 contract);
 // - an invalid one (a dimension < 1, a window bound < -1, a NULL pointer, a
 //   sigma not finite and > 0, a shape past 32-bit indexing), which must fail
 //   with a message and write nothing;
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "contract.h"
@@ -44,43 +46,63 @@ private:
     std::abort();
 }
 
-// n floats between canaries: whatever runs may touch the n floats and nothing beside them.
+// n values between canaries: whatever runs may touch the n values and nothing
+// beside them. T: float, or gka_bf16 (bfloat16's bits).
+template <class T>
 class Guarded {
 public:
-    Guarded(const std::vector<float> &values) : v_(pad) {
+    Guarded(const std::vector<T> &values) : v_(pad, canary()), values_(values) {
         v_.insert(v_.end(), values.begin(), values.end());
-        v_.resize(v_.size() + pad);
-        std::fill_n(v_.begin(), pad, canary_value());
-        std::fill_n(v_.end() - pad, pad, canary_value());
-        values_ = values;
+        v_.resize(v_.size() + pad, canary());
     }
-    Guarded(size_t n, float fill) : Guarded(std::vector<float>(n, fill)) {}
-    float *data() { return v_.data() + pad; }
-    std::vector<float> values() const { return {v_.begin() + pad, v_.end() - pad}; }
-    // The canaries intact and, if `unchanged`, the n floats as they were (bitwise).
+    Guarded(size_t n, T fill) : Guarded(std::vector<T>(n, fill)) {}
+    T *data() { return v_.data() + pad; }
+    std::vector<T> values() const { return {v_.begin() + pad, v_.end() - pad}; }
+    // The canaries intact and, if `unchanged`, the n values as they were (bitwise).
     void check(const char *name, bool unchanged) const {
+        const T c = canary();
         for (size_t k = 0; k < pad; k++)
-            if (bits(v_[k]) != bits(canary_value()) || bits(v_[v_.size() - 1 - k]) != bits(canary_value()))
+            if (std::memcmp(&v_[k], &c, sizeof(T)) != 0 || std::memcmp(&v_[v_.size() - 1 - k], &c, sizeof(T)) != 0)
                 broken(std::string("a canary beside ") + name + " was overwritten");
         if (unchanged && !values_.empty() &&
-            std::memcmp(v_.data() + pad, values_.data(), values_.size() * sizeof(float)) != 0)
+            std::memcmp(v_.data() + pad, values_.data(), values_.size() * sizeof(T)) != 0)
             broken(std::string(name) + " changed");
     }
 
 private:
     static constexpr size_t pad = 64;
-    static float canary_value() { return std::numeric_limits<float>::quiet_NaN() * -1.0f; }
-    static uint32_t bits(float f) {
-        uint32_t u;
-        std::memcpy(&u, &f, 4);
-        return u;
+    // A negative quiet NaN, which no kernel writes.
+    static T canary() {
+        if constexpr (std::is_same_v<T, float>) return -std::numeric_limits<float>::quiet_NaN();
+        return T(0xffc1);
     }
-    std::vector<float> v_, values_;
+    std::vector<T> v_, values_;
 };
+
+std::vector<gka_bf16> to_bf16(const std::vector<float> &v) {
+    std::vector<gka_bf16> b(v.size());
+    for (size_t k = 0; k < v.size(); k++) b[k] = gka_bf16_from_float(v[k]);
+    return b;
+}
+std::vector<float> from_bf16(const std::vector<gka_bf16> &b) {
+    std::vector<float> v(b.size());
+    for (size_t k = 0; k < b.size(); k++) v[k] = gka_float_from_bf16(b[k]);
+    return v;
+}
+
+[[noreturn]] void contract_broken(const gka_ref::Problem &p, const gka_test::Report &r, const char *calls) {
+    const gka_shape &s = p.shape;
+    broken(std::string("the accuracy contract fails (") + calls + ") on B=" + std::to_string(s.batch) +
+           " T=" + std::to_string(s.seq_len) + " H=" + std::to_string(s.heads) + " D=" + std::to_string(s.head_dim) +
+           " window (" + std::to_string(p.window.left) + ", " + std::to_string(p.window.right) +
+           "): error / bound y " + std::to_string(r.y.ratio) + " at " + r.y.where + ", lse " +
+           std::to_string(r.lse.ratio) + " at " + r.lse.where + ", dx " + std::to_string(r.dx.ratio) + " at " +
+           r.dx.where + ", dsigma " + std::to_string(r.dsigma.ratio) + " at " + r.dsigma.where);
+}
 
 struct Call {
     gka_ref::Problem p;
-    Guarded x, sigma, dy, y, lse, dx, dsigma;
+    Guarded<float> x, sigma, dy, y, lse, dx, dsigma;
     explicit Call(const gka_ref::Problem &problem)
         : p(problem), x(p.x), sigma(p.sigma), dy(p.dy), y(size(p), fill), lse(rows(p), fill), dx(size(p), fill),
           dsigma(p.sigma.size(), fill) {}
@@ -115,15 +137,30 @@ void run_valid(const gka_test::RandomProblem &drawn) {
     gka_test::Report r = gka_test::compare(drawn.p, {call.y.values(), call.lse.values(), call.dx.values(),
                                                      call.dsigma.values()});
     if (gka_test::in_known_gap(drawn, gka_last_kernel())) r.dsigma.ratio = 0;
-    if (!r.holds()) {
-        const gka_shape &s = drawn.p.shape;
-        broken("the accuracy contract fails on B=" + std::to_string(s.batch) + " T=" + std::to_string(s.seq_len) +
-               " H=" + std::to_string(s.heads) + " D=" + std::to_string(s.head_dim) + " window (" +
-               std::to_string(drawn.p.window.left) + ", " + std::to_string(drawn.p.window.right) +
-               "): error / bound y " + std::to_string(r.y.ratio) + " at " + r.y.where + ", lse " +
-               std::to_string(r.lse.ratio) + " at " + r.lse.where + ", dx " + std::to_string(r.dx.ratio) + " at " +
-               r.dx.where + ", dsigma " + std::to_string(r.dsigma.ratio) + " at " + r.dsigma.where);
-    }
+    if (!r.holds()) contract_broken(drawn.p, r, "float32");
+}
+
+// The bfloat16 calls on the problem's values rounded to bfloat16, judged by the
+// bfloat16 contract. Rounding makes repeats of tokens a hair apart, so the
+// known gap's dsigma is set aside for every expansion backward here.
+void run_valid_bf16(gka_test::RandomProblem drawn) {
+    gka_ref::Problem &p = drawn.p;
+    Guarded<gka_bf16> x(to_bf16(p.x)), dy(to_bf16(p.dy)), y(p.x.size(), 0), dx(p.x.size(), 0);
+    p.x = from_bf16(x.values()), p.dy = from_bf16(dy.values());
+    Guarded<float> sigma(p.sigma), lse(size_t(p.rows()), 0.0f), dsigma(p.sigma.size(), 0.0f);
+    if (gka_forward_bf16(p.shape, p.window, x.data(), sigma.data(), y.data(), lse.data()) != GKA_OK)
+        broken(std::string("a valid bf16 forward failed: ") + gka_last_error());
+    if (gka_backward_bf16(p.shape, p.window, x.data(), sigma.data(), y.data(), lse.data(), dy.data(), dx.data(),
+                          dsigma.data()) != GKA_OK)
+        broken(std::string("a valid bf16 backward failed: ") + gka_last_error());
+    x.check("x", true), dy.check("dy", true), sigma.check("sigma", true);
+    y.check("y", false), dx.check("dx", false), lse.check("lse", false), dsigma.check("dsigma", false);
+    gka_test::Report r = gka_test::compare(p, {from_bf16(y.values()), lse.values(), from_bf16(dx.values()),
+                                               dsigma.values()},
+                                           {}, gka_test::bfloat16_bounds);
+    drawn.repeats = true;
+    if (gka_test::in_known_gap(drawn, gka_last_kernel())) r.dsigma.ratio = 0;
+    if (!r.holds()) contract_broken(p, r, "bfloat16");
 }
 
 // Shapes at the validator's edges: head dims to 130 (the d64, d128 and any
@@ -205,10 +242,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (gka_set_cpu_family(family.c_str()) != GKA_OK) broken("cannot force family " + family);
     if (gka_set_score_form(draw.uniform(0, 1) ? "auto" : "direct") != GKA_OK) broken("cannot set the score form");
     if (gka_set_num_threads(int(draw.uniform(1, 4))) != GKA_OK) broken("cannot set the thread count");
-    switch (draw.uniform(0, 7)) {
+    switch (draw.uniform(0, 8)) {
     case 0: run_invalid(draw); break;
     case 1: run_non_finite(draw); break;
     case 2: run_valid(edge_problem(draw)); break;
+    case 3: run_valid_bf16(gka_test::random_problem(draw)); break;
     default: run_valid(gka_test::random_problem(draw));
     }
     return 0;
