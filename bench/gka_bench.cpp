@@ -14,11 +14,13 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bfloat16.h"
 #include "families.h"
 #include "gka/gka.h"
 #include "reference.h"
@@ -72,15 +74,11 @@ void check(gka_status s) {
     if (s != GKA_OK) throw std::runtime_error(std::string("gka: ") + gka_last_error());
 }
 
-// The bfloat16 calls on the same values, rounded (the kernels' work is the same).
+// The bfloat16 calls' tensors: the same values, rounded (the kernels' work is the same).
 struct Bf16Data {
     std::vector<gka_bf16> x, dy, y, dx;
-    explicit Bf16Data(const Data &d) : x(rounded(d.x)), dy(rounded(d.dy)), y(d.y.size()), dx(d.dx.size()) {}
-    static std::vector<gka_bf16> rounded(const std::vector<float> &v) {
-        std::vector<gka_bf16> b(v.size());
-        for (size_t k = 0; k < v.size(); k++) b[k] = gka_bf16_from_float(v[k]);
-        return b;
-    }
+    explicit Bf16Data(const Data &d)
+        : x(gka_test::to_bf16(d.x)), dy(gka_test::to_bf16(d.dy)), y(d.y.size()), dx(d.dx.size()) {}
 };
 
 // pass: fwd, bwd or fwdbwd, with "_bf16" for the bfloat16 calls.
@@ -91,16 +89,16 @@ void gka_case(benchmark::State &state, std::string family, std::string pass, gka
         return;
     }
     Data d(shape, feature_scale);
-    Bf16Data h(d);
-    const bool bf16 = pass.size() > 5 && pass.substr(pass.size() - 5) == "_bf16";
-    if (bf16) pass.resize(pass.size() - 5);
+    const bool is_bf16 = pass.size() > 5 && pass.substr(pass.size() - 5) == "_bf16";
+    if (is_bf16) pass.resize(pass.size() - 5);
+    const std::unique_ptr<Bf16Data> bf16 = is_bf16 ? std::make_unique<Bf16Data>(d) : nullptr;
     auto forward = [&] {
-        check(bf16 ? gka_forward_bf16(shape, w, h.x.data(), d.sigma.data(), h.y.data(), d.lse.data())
+        check(bf16 ? gka_forward_bf16(shape, w, bf16->x.data(), d.sigma.data(), bf16->y.data(), d.lse.data())
                    : gka_forward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
     };
     auto backward = [&] {
-        check(bf16 ? gka_backward_bf16(shape, w, h.x.data(), d.sigma.data(), h.y.data(), d.lse.data(), h.dy.data(),
-                                       h.dx.data(), d.dsigma.data())
+        check(bf16 ? gka_backward_bf16(shape, w, bf16->x.data(), d.sigma.data(), bf16->y.data(), d.lse.data(),
+                                       bf16->dy.data(), bf16->dx.data(), d.dsigma.data())
                    : gka_backward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data(), d.dy.data(),
                                   d.dx.data(), d.dsigma.data()));
     };

@@ -140,9 +140,10 @@ def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target
             for key in bf16:
                 for T, e in sorted(rows[key].items()):
                     ref = rows.get((key[0], key[1][:-len("_bf16")]) + key[2:], {}).get(T)
-                    if ref:
-                        f.write(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {T} | {e['gflops']:.1f} | "
-                                f"{ref['gflops']:.1f} | {e['gflops'] / ref['gflops']:.2f} |\n")
+                    if not ref:
+                        sys.exit(f"report: {key} T={T} has no float32 run to compare with")
+                    f.write(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {T} | {e['gflops']:.1f} | "
+                            f"{ref['gflops']:.1f} | {e['gflops'] / ref['gflops']:.2f} |\n")
         f.write("\n## Yardsticks\n\n| benchmark | time (ms) | GFLOP/s |\n| --- | --- | --- |\n")
         for name in sorted(medians):
             if not name.startswith("gka/"):

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bfloat16.h"
 #include "contract.h"
 #include "families.h"
 #include "gka/gka.h"
@@ -79,17 +80,6 @@ private:
     std::vector<T> v_, values_;
 };
 
-std::vector<gka_bf16> to_bf16(const std::vector<float> &v) {
-    std::vector<gka_bf16> b(v.size());
-    for (size_t k = 0; k < v.size(); k++) b[k] = gka_bf16_from_float(v[k]);
-    return b;
-}
-std::vector<float> from_bf16(const std::vector<gka_bf16> &b) {
-    std::vector<float> v(b.size());
-    for (size_t k = 0; k < b.size(); k++) v[k] = gka_float_from_bf16(b[k]);
-    return v;
-}
-
 [[noreturn]] void contract_broken(const gka_ref::Problem &p, const gka_test::Report &r, const char *calls) {
     const gka_shape &s = p.shape;
     broken(std::string("the accuracy contract fails (") + calls + ") on B=" + std::to_string(s.batch) +
@@ -141,12 +131,12 @@ void run_valid(const gka_test::RandomProblem &drawn) {
 }
 
 // The bfloat16 calls on the problem's values rounded to bfloat16, judged by the
-// bfloat16 contract. Rounding makes repeats of tokens a hair apart, so the
-// known gap's dsigma is set aside for every expansion backward here.
+// bfloat16 contract (rounding makes repeats of tokens a hair apart: the known
+// gap's inputs).
 void run_valid_bf16(gka_test::RandomProblem drawn) {
     gka_ref::Problem &p = drawn.p;
-    Guarded<gka_bf16> x(to_bf16(p.x)), dy(to_bf16(p.dy)), y(p.x.size(), 0), dx(p.x.size(), 0);
-    p.x = from_bf16(x.values()), p.dy = from_bf16(dy.values());
+    Guarded<gka_bf16> x(gka_test::to_bf16(p.x)), dy(gka_test::to_bf16(p.dy)), y(p.x.size(), 0), dx(p.x.size(), 0);
+    p.x = gka_test::from_bf16(x.values()), p.dy = gka_test::from_bf16(dy.values());
     Guarded<float> sigma(p.sigma), lse(size_t(p.rows()), 0.0f), dsigma(p.sigma.size(), 0.0f);
     if (gka_forward_bf16(p.shape, p.window, x.data(), sigma.data(), y.data(), lse.data()) != GKA_OK)
         broken(std::string("a valid bf16 forward failed: ") + gka_last_error());
@@ -155,10 +145,10 @@ void run_valid_bf16(gka_test::RandomProblem drawn) {
         broken(std::string("a valid bf16 backward failed: ") + gka_last_error());
     x.check("x", true), dy.check("dy", true), sigma.check("sigma", true);
     y.check("y", false), dx.check("dx", false), lse.check("lse", false), dsigma.check("dsigma", false);
-    gka_test::Report r = gka_test::compare(p, {from_bf16(y.values()), lse.values(), from_bf16(dx.values()),
+    gka_test::Report r = gka_test::compare(p, {gka_test::from_bf16(y.values()), lse.values(), gka_test::from_bf16(dx.values()),
                                                dsigma.values()},
                                            {}, gka_test::bfloat16_bounds);
-    drawn.repeats = true;
+    drawn.repeats = drawn.repeats || gka_test::has_repeated_tokens(p);
     if (gka_test::in_known_gap(drawn, gka_last_kernel())) r.dsigma.ratio = 0;
     if (!r.holds()) contract_broken(p, r, "bfloat16");
 }

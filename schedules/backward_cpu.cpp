@@ -79,7 +79,7 @@ const std::vector<Knob<CpuBackwardKnobs>> &CpuBackwardKnobs::fields() {
 }
 
 CpuBackwardKnobs cpu_backward_knobs(Family family) {
-    CpuBackwardKnobs k;
+    CpuBackwardKnobs k{};
     k.band = 48, k.key_tile = 4, k.query_tile = 4, k.min_tasks = 2;
     switch (family) {
     // The keys' and the queries' micro-tiles alike: 4 tokens x 2 vectors of d,

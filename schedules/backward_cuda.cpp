@@ -40,7 +40,7 @@ const std::vector<Knob<CudaBackwardKnobs>> &CudaBackwardKnobs::fields() {
 }
 
 CudaBackwardKnobs cuda_backward_knobs() {
-    CudaBackwardKnobs k;
+    CudaBackwardKnobs k{};
     k.band = 32, k.key_block = 32, k.query_block = 32, k.output_tokens = 8;
     return k;
 }

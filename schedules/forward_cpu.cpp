@@ -76,7 +76,7 @@ const std::vector<Knob<CpuForwardKnobs>> &CpuForwardKnobs::fields() {
 }
 
 CpuForwardKnobs cpu_forward_knobs(Family family) {
-    CpuForwardKnobs k;
+    CpuForwardKnobs k{};
     k.band = 48, k.query_tile = 4, k.key_chunk = 0;
     switch (family) {
     // 32 vector registers: 16 accumulators in the score GEMM (16 queries x 16

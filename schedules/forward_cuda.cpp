@@ -38,7 +38,7 @@ const std::vector<Knob<CudaForwardKnobs>> &CudaForwardKnobs::fields() {
 }
 
 CudaForwardKnobs cuda_forward_knobs() {
-    CudaForwardKnobs k;
+    CudaForwardKnobs k{};
     k.band = 32, k.key_tile = 32, k.output_tokens = 8;
     return k;
 }

@@ -14,7 +14,9 @@
 namespace gka {
 
 // Each schedule's knobs; their meanings, field tables (fields()) and each
-// family's defaults are in the schedule's file, which the name gives.
+// family's defaults are in the schedule's file, which the name gives. (The
+// defaults start value-initialized: a field a family forgets is 0, never
+// garbage.)
 struct CpuForwardKnobs {  // forward_cpu.cpp
     int vector, band, score_tile, query_tile, key_tile, key_chunk, d_block;
     static const std::vector<Knob<CpuForwardKnobs>> &fields();

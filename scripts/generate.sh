@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make generate: GKA's kernels for any Halide 21 target. For each pass
-# (forward, backward), as the C ABI dispatches them: on a CPU target the head
+# (forward, backward), as the C ABI's float32 calls dispatch them (the
+# bfloat16 variants are libgka's own build's): on a CPU target the head
 # dims 64, 128 and any in the expansion form and any in the direct form; on a
 # CUDA target 64, 128 and any in the direct form, the only one libgka runs
 # there. A static library and header apiece, named

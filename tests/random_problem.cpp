@@ -1,6 +1,7 @@
 #include "random_problem.h"
 
 #include <random>
+#include <set>
 #include <string>
 
 namespace gka_test {
@@ -42,6 +43,19 @@ RandomProblem random_problem(Draws &draw) {
             }
     }
     return {std::move(p), repeats};
+}
+
+bool has_repeated_tokens(const gka_ref::Problem &p) {
+    const gka_shape &s = p.shape;
+    for (int64_t b = 0; b < s.batch; b++)
+        for (int64_t h = 0; h < s.heads; h++) {
+            std::set<std::vector<float>> seen;
+            for (int64_t t = 0; t < s.seq_len; t++) {
+                const float *row = &p.x[p.at(b, t, h)];
+                if (!seen.insert(std::vector<float>(row, row + s.head_dim)).second) return true;
+            }
+        }
+    return false;
 }
 
 bool in_known_gap(const RandomProblem &drawn, const char *last_kernel) {

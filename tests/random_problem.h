@@ -47,6 +47,10 @@ private:
     std::mt19937_64 rng_;
 };
 
+// Two tokens of one (batch, head) with the same features (rounding to
+// bfloat16 makes them of tokens a hair apart).
+bool has_repeated_tokens(const gka_ref::Problem &p);
+
 // The one known gap of the contract (README, "Accuracy"): the expansion's
 // dsigma where repeated tokens sit beside distant ones. True when the
 // backward that ran (`last_kernel`) on `drawn` is that case: its dsigma is

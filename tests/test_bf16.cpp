@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <random>
-#include <set>
 
 #include "bfloat16.h"
 #include "check.h"
@@ -56,20 +55,6 @@ void check_bf16(const Problem &p) {
     const gka_test::Outputs out = run_bf16(p);
     gka_test::check_report(std::string("bf16, family ") + gka_cpu_family() + ", last kernel " + gka_last_kernel(), p,
                            compare_bf16(p, out));
-}
-
-// Two tokens of one (batch, head) with the same features.
-bool has_repeated_tokens(const Problem &p) {
-    const gka_shape &s = p.shape;
-    for (int64_t b = 0; b < s.batch; b++)
-        for (int64_t h = 0; h < s.heads; h++) {
-            std::set<std::vector<float>> seen;
-            for (int64_t t = 0; t < s.seq_len; t++) {
-                const float *row = &p.x[p.at(b, t, h)];
-                if (!seen.insert(std::vector<float>(row, row + s.head_dim)).second) return true;
-            }
-        }
-    return false;
 }
 
 }  // namespace
@@ -170,7 +155,7 @@ TEST_CASE("bf16 randomized: the bf16 contract over every regime", "[bf16][proper
         gka_test::RandomProblem drawn = gka_test::random_problem(draws);
         drawn.p = in_bf16(drawn.p);
         // Rounding to bfloat16 makes repeats of tokens a hair apart: the known gap's inputs.
-        drawn.repeats = drawn.repeats || has_repeated_tokens(drawn.p);
+        drawn.repeats = drawn.repeats || gka_test::has_repeated_tokens(drawn.p);
         const std::string &family = families[draws.uniform(0, int64_t(families.size()) - 1)];
         const bool automatic = draws.uniform(0, 1);
         INFO("seed " << seed << ", case " << n << ", family " << family << ", score form "

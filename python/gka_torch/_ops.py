@@ -48,7 +48,7 @@ def _check(x, sigma, fake=False, autocast=False):
         return
     if x.device.type not in _DEVICES:
         raise ValueError(f"gka: tensors must be on the CPU or a CUDA device, got {x.device}")
-    if x.device.type == "cuda" and x.dtype != torch.float32:
+    if x.device.type == "cuda" and x.dtype != torch.float32 and not autocast:
         raise NotImplementedError(f"gka: libgka's CUDA kernels take float32 features alone, got {x.dtype} on "
                                   f"{x.device}")
     if x.device.type == "cuda" and not _lib.has_cuda(LIB):
@@ -143,9 +143,9 @@ def _backward(ctx, dy, _dlse):
 
 forward.register_autograd(_backward, setup_context=_setup_context)
 
-# Under torch.autocast: on the CPU the bfloat16 kernels (whatever the autocast
-# dtype: libgka has no float16 kernels), on CUDA float32 (its only kernels).
-torch.library.register_autocast("gka::forward", "cpu", torch.bfloat16)
+# Under torch.autocast on CUDA the op runs in float32 (libgka's only CUDA
+# kernels). On the CPU gka_attention casts x alone to bfloat16 (below): an
+# autocast registration would round sigma, a learned bandwidth, as well.
 torch.library.register_autocast("gka::forward", "cuda", torch.float32)
 
 
@@ -162,4 +162,10 @@ def gka_attention(x, sigma, window=(-1, 0)):
     left, right = _window(window)
     autocast = isinstance(x, torch.Tensor) and x.device.type in _DEVICES and torch.is_autocast_enabled(x.device.type)
     _check(x, sigma, autocast=autocast)
+    if autocast and x.device.type == "cpu":
+        # The bfloat16 kernels, whatever the autocast dtype (libgka has no float16
+        # kernels); sigma keeps its precision (the op widens it to float32).
+        x = x.to(torch.bfloat16)
+        if sigma.dtype not in _FEATURE_DTYPES:
+            sigma = sigma.float()
     return torch.ops.gka.forward(x, sigma, left, right)[0]

@@ -184,20 +184,32 @@ class BFloat16(unittest.TestCase):
                     self.assertLess(rel_err(sr.grad, want_ds32.double()), 1e-5)
 
     def test_bf16_sigma_and_its_gradient(self):
+        # A bfloat16 sigma is widened exactly: the float32 sigma of the same values
+        # gives the same y and the same gradient, which comes back rounded.
         x, sigma = inputs(24, seed=13)
-        xb, sb = x.to(torch.bfloat16), sigma.to(torch.bfloat16).requires_grad_()
+        xb = x.to(torch.bfloat16)
+        sb = sigma.to(torch.bfloat16).requires_grad_()
+        sf = sigma.to(torch.bfloat16).float().requires_grad_()
         y = gka_attention(xb, sb)
-        self.assertTrue(torch.equal(y, gka_attention(xb, sb.detach().float())))
+        self.assertTrue(torch.equal(y, gka_attention(xb, sf)))
         y.float().sum().backward()
+        gka_attention(xb, sf).float().sum().backward()
         self.assertEqual(sb.grad.dtype, torch.bfloat16)
+        self.assertTrue(torch.equal(sb.grad, sf.grad.to(torch.bfloat16)))
 
-    def test_autocast_runs_the_bf16_kernels(self):
+    def test_autocast_runs_the_bf16_kernels_and_keeps_sigma(self):
         x, sigma = inputs(64, seed=6)
+        sigma = sigma * 0.35 + 0.001234  # sharp heads, a sigma that bfloat16 would round
+        sf = sigma.float().requires_grad_()
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = gka_attention(x.float(), sigma.float())
+            y = gka_attention(x.float(), sf)
         self.assertEqual(y.dtype, torch.bfloat16)
         self.assertIn("_bf16", gka_torch.last_kernel())
-        self.assertTrue(torch.equal(y, gka_attention(x.to(torch.bfloat16), sigma.to(torch.bfloat16))))
+        # x rounded, sigma not: a bfloat16 sigma would move sharp heads' scores.
+        self.assertTrue(torch.equal(y, gka_attention(x.to(torch.bfloat16), sigma.float())))
+        self.assertFalse(torch.equal(y, gka_attention(x.to(torch.bfloat16), sigma.to(torch.bfloat16))))
+        y.float().sum().backward()
+        self.assertEqual(sf.grad.dtype, torch.float32)
 
     def test_compiled_step_is_one_graph(self):
         torch._dynamo.reset()
@@ -241,10 +253,13 @@ class CudaTensors(unittest.TestCase):
                     self.assertLess(rel_err(xc.grad.cpu(), want_dx), RTOL)
                     self.assertLess(rel_err(sc.grad.cpu(), want_dsigma), RTOL)
 
-    def test_bf16_is_refused_with_a_reason(self):
+    def test_bf16_is_refused_with_a_reason_and_autocast_runs_float32(self):
         x, sigma = inputs(24)
         with self.assertRaisesRegex(NotImplementedError, "CUDA kernels take float32"):
             gka_attention(x.to(torch.bfloat16).cuda(), sigma.float().cuda())
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = gka_attention(x.to(torch.bfloat16).cuda(), sigma.float().cuda())
+        self.assertEqual(y.dtype, torch.float32)
 
 
 class Gradcheck(unittest.TestCase):
