@@ -8,6 +8,10 @@
 // -2.25 D, most weights at exp's floor of e^-87), where denormal sums would
 // make the kernels 20-50x slower were they not flushed to zero.
 // The bfloat16 calls run beside them on the best family ("fwd_bf16", "bwd_bf16").
+// Decode ("decode/<window>/D=64/T=<cache length>"): one new token a step
+// against a cache of T tokens (causal: all of them; w255: a ring of 255 slots),
+// with its cache bytes read per second (counter GB) beside the machine's read
+// bandwidth in the same run (memory/read).
 // Counters (rates): GFLOP by GKA.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
 // and pairs/s. Benchmarks measure; they assert nothing.
 #include <benchmark/benchmark.h>
@@ -38,18 +42,22 @@ struct Mode {
     int64_t slow_family_max_seq_len;         // generic and avx2 stop here (they are slow)
     int64_t sgemm_size, unfused_max_seq_len, naive_seq_len;
     int64_t sharp_seq_len;                   // T of the sharp-input cases
+    std::vector<int64_t> decode_lengths;     // cache lengths of the decode steps
 };
 
 const std::pair<std::string, gka_window> full{"full", {-1, -1}}, causal{"causal", {-1, 0}}, w255{"w255", {255, 0}};
 
 Mode full_mode() {
     return {{512, 1024, 2048, 4096, 8192, 16384}, {64, 128}, {full, causal, w255}, {"fwd", "bwd", "fwdbwd"}, {},
-            16384, 2048, 4096, 512, 4096};
+            16384, 2048, 4096, 512, 4096, {1024, 4096, 16384, 32768, 65536}};
 }
 Mode quick_mode() {
-    return {{1024, 4096, 16384}, {64, 128}, {causal, w255}, {"fwd", "bwd"}, {}, 1024, 2048, 4096, 512, 4096};
+    return {{1024, 4096, 16384}, {64, 128}, {causal, w255}, {"fwd", "bwd"}, {}, 1024, 2048, 4096, 512, 4096,
+            {1024, 32768, 65536}};
 }
-Mode smoke_mode() { return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256}; }
+Mode smoke_mode() {
+    return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256, {256}};
+}
 
 // Feature scales (sigma 1): smooth inputs, and sharp ones whose far keys' weights
 // sit at exp's floor (the sums denormal, were they not flushed).
@@ -136,6 +144,32 @@ void naive_case(benchmark::State &state, gka_window w, gka_shape shape) {
     state.counters["GFLOP"] = Counter(4.0 * shape.head_dim * pairs * 1e-9, Counter::kIsIterationInvariantRate);
 }
 
+// One decode step of B=1, H=8, D=64 against a cache of `length` tokens: causal
+// (a cache of length + 1 slots) or (W-1, 0) over a ring of W-1 slots.
+void decode_case(benchmark::State &state, std::string family, gka_window w, int64_t length) {
+    if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
+        state.SkipWithError(gka_last_error());
+        return;
+    }
+    const gka_shape shape{1, 1, 8, 64};
+    const int64_t row = shape.heads * shape.head_dim, capacity = w.left < 0 ? length + 1 : w.left;
+    Data cache({1, capacity, shape.heads, shape.head_dim}, smooth_features);
+    std::vector<float> x(cache.x.begin(), cache.x.begin() + row), y(row), lse(shape.heads);
+    for (auto _ : state) {
+        check(gka_decode(shape, capacity, w, x.data(), cache.sigma.data(), &length, cache.x.data(), y.data(),
+                         lse.data()));
+    }
+    const double keys = double(std::min(length, w.left < 0 ? length : w.left));
+    state.counters["GB"] = Counter(keys * row * sizeof(float) * 1e-9, Counter::kIsIterationInvariantRate);
+    state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
+}
+
+void read_bandwidth_case(benchmark::State &state) {
+    static const gka_bench::ReadBandwidth reads(int64_t(256) << 20);
+    for (auto _ : state) benchmark::DoNotOptimize(reads.run(gka_num_threads()));
+    state.counters["GB"] = Counter(reads.bytes() * 1e-9, Counter::kIsIterationInvariantRate);
+}
+
 // Every benchmark reports wall time (the kernels run on several threads), in ms.
 void timed(benchmark::internal::Benchmark *b) { b->UseRealTime()->Unit(benchmark::kMillisecond); }
 
@@ -170,6 +204,12 @@ void register_all(const Mode &m) {
             timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, best, pass, causal.second,
                                                gka_shape{1, m.sharp_seq_len, 8, D}, sharp_features));
         }
+    for (int64_t T : m.decode_lengths)
+        for (const auto &[wname, w] : {causal, w255}) {
+            const std::string name = "decode/" + best + "/" + wname + "/D=64/T=" + std::to_string(T);
+            timed(benchmark::RegisterBenchmark(name.c_str(), decode_case, best, w, T));
+        }
+    timed(benchmark::RegisterBenchmark("memory/read", read_bandwidth_case));
     const int64_t n = m.sgemm_size;
     timed(benchmark::RegisterBenchmark(("sgemm/" + std::to_string(n) + "^3").c_str(), sgemm_case, n, n, n));
     for (int64_t D : m.head_dims)

@@ -3,12 +3,34 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <thread>
 
 namespace gka_bench {
 
 void sgemm(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a, int(k), b, int(n), 0.0f,
                 c, int(n));
+}
+
+ReadBandwidth::ReadBandwidth(int64_t bytes) : data_(bytes / sizeof(uint64_t)) {
+    for (size_t k = 0; k < data_.size(); k++) data_[k] = k * 0x9e3779b97f4a7c15ull;
+}
+
+uint64_t ReadBandwidth::run(int threads) const {
+    std::vector<uint64_t> sums(threads);
+    std::vector<std::thread> workers;
+    const size_t slice = data_.size() / threads;
+    for (int t = 0; t < threads; t++) {
+        workers.emplace_back([&, t] {
+            uint64_t sum = 0;  // integer sums vectorize (float ones would keep their order)
+            for (size_t k = t * slice; k < (t + 1) * slice; k++) sum += data_[k];
+            sums[t] = sum;
+        });
+    }
+    for (std::thread &w : workers) w.join();
+    uint64_t total = 0;
+    for (uint64_t s : sums) total += s;
+    return total;
 }
 
 void UnfusedForward::run(gka_window w, const float *x, const float *sigma, float *y, float *lse) {

@@ -15,9 +15,10 @@ using Halide::Var;
 // Loop variables shared by every GKA pipeline. In Halide's order x is
 // (d, h, t, b). Pair terms are (j, i, h, b): key j first, query i second.
 // Tokens are also addressed as (offset, band, h, b), t = band * band_size + offset;
-// a group is a set of key bands summed apart (gka_backward_fused.h).
+// a group is a set of key bands summed apart (gka_backward_fused.h), a chunk a
+// run of cached keys summed apart (gka_decode.h).
 struct Vars {
-    Var d{"d"}, h{"h"}, t{"t"}, b{"b"}, i{"i"}, j{"j"}, offset{"offset"}, band{"band"}, group{"group"};
+    Var d{"d"}, h{"h"}, t{"t"}, b{"b"}, i{"i"}, j{"j"}, offset{"offset"}, band{"band"}, group{"group"}, chunk{"chunk"};
 };
 
 // FlashAttention's window (left, right), -1 meaning unbounded, as the two spans
@@ -157,13 +158,15 @@ struct Scores {
 // expansion and the spread. The expansion's self pair rounds a hair off 0:
 // each pass says what it makes of that pair (the forward leaves it out of its
 // sums, the backward's PairTerms score it 0).
-inline Scores gaussian_scores(Func features, Func centred, Func sigma, Expr head_dim, ScoreForm form,
+// `keys` and `queries` (d, h, t, b): the features the pairs read on each side,
+// where they are two tensors (decode: a cache and the new tokens).
+inline Scores gaussian_scores(Func keys, Func queries, Func centred, Func sigma, Expr head_dim, ScoreForm form,
                               const Vars &v) {
     Scores s;
     s.rd = RDom(0, head_dim, "rd");
     const RDom &rd = s.rd;
-    s.key_features(v.d, v.h, v.t, v.b) = features(v.d, v.h, v.t, v.b);
-    s.query_features(v.d, v.h, v.t, v.b) = features(v.d, v.h, v.t, v.b);
+    s.key_features(v.d, v.h, v.t, v.b) = keys(v.d, v.h, v.t, v.b);
+    s.query_features(v.d, v.h, v.t, v.b) = queries(v.d, v.h, v.t, v.b);
     s.sqnorm(v.t, v.h, v.b) += centred(rd, v.h, v.t, v.b) * centred(rd, v.h, v.t, v.b);
     s.inv_two_var(v.h) = 0.5f / (sigma(v.h) * sigma(v.h));
     if (form == ScoreForm::Direct) {
@@ -179,6 +182,10 @@ inline Scores gaussian_scores(Func features, Func centred, Func sigma, Expr head
     s.score(v.j, v.i, v.h, v.b) = Halide::min(-sq_dist * s.inv_two_var(v.h), 0.0f);
     return s;
 }
+inline Scores gaussian_scores(Func features, Func centred, Func sigma, Expr head_dim, ScoreForm form,
+                              const Vars &v) {
+    return gaussian_scores(features, features, centred, sigma, head_dim, form, v);
+}
 
 // max_t |c_t|^2 of each (head, batch) (h, b): the runtime's test of whether
 // the expansion serves these inputs (gka.cpp).
@@ -192,13 +199,15 @@ inline void define_spread(Func spread, const Scores &s, Expr seq_len, const Vars
 // summed (the mask excludes them), but tiles may then run past T unguarded.
 // Features of a narrower type (bfloat16) are widened to float, exactly: every
 // score, weight and sum is float whatever the tensors' element type.
-inline Func clamped_features(Func x, Expr seq_len) {
-    Func clamped =
-        Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
-    if (x.type() == Halide::Float(32)) return clamped;
+inline Func widened_features(Func x) {
+    if (x.type() == Halide::Float(32)) return x;
     Func widened(x.name() + "_f32");
-    widened(clamped.args()) = Halide::cast<float>(clamped(clamped.args()));
+    widened(x.args()) = Halide::cast<float>(x(x.args()));
     return widened;
+}
+inline Func clamped_features(Func x, Expr seq_len) {
+    return widened_features(
+        Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}}));
 }
 
 // An output's value in its element type (float, or bfloat16 rounded to nearest even).

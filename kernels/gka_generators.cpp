@@ -190,7 +190,50 @@ public:
     }
 };
 
+// Decode: a few new tokens a sequence against a cache of the features before
+// them (generators/gka_decode.h). The direct score form alone.
+class GkaDecode : public GkaGenerator<GkaDecode> {
+public:
+    Input<Buffer<>> *x;                    // the new tokens' features (d, h, q, b)
+    Input<Buffer<>> *cache;                // (d, h, slot, b)
+    Input<Buffer<int32_t, 1>> *lengths;    // tokens before the new ones (b)
+    Input<Buffer<float, 1>> *sigma;        // (h)
+    Input<int32_t> *left;                  // the window's left span, -1 = unbounded (the right is 0)
+    Output<Buffer<void, 4>> *y;            // (d, h, q, b)
+    Output<Buffer<float, 3>> *lse;         // (q, h, b)
+
+    void configure() {
+        x = add_features("x");
+        cache = add_features("cache");
+        lengths = add_input<Buffer<int32_t, 1>>("lengths");
+        sigma = add_input<Buffer<float, 1>>("sigma");
+        left = add_input<int32_t>("left");
+        y = add_feature_output("y");
+        lse = add_output<Buffer<float, 3>>("lse");
+    }
+
+    void generate() {
+        if (form != gka::ScoreForm::Direct) throw std::invalid_argument("gka_decode: scores=direct only");
+        const Expr head_dim = head_dim_of(*x), heads = x->dim(1).extent();
+        const Expr new_tokens = x->dim(2).extent(), batch = x->dim(3).extent(), capacity = cache->dim(2).extent();
+
+        const gka::DecodeSchedule schedule(get_target(), knobs);
+        gka::DecodePipeline p;
+        gka::define_decode(p, *x, *cache, *lengths, *sigma, *left, head_dim, new_tokens, capacity, schedule.chunk(),
+                           *y, *lse);
+        schedule.apply(p);
+
+        dense_features(*x, head_dim, heads, new_tokens, batch);
+        dense_features(*cache, head_dim, heads, capacity, batch);
+        dense_features(*y, head_dim, heads, new_tokens, batch);
+        dense_rows(*lse, heads, new_tokens, batch);
+        lengths->dim(0).set_bounds(0, batch);
+        sigma->dim(0).set_bounds(0, heads);
+    }
+};
+
 }  // namespace
 
 HALIDE_REGISTER_GENERATOR(GkaForward, gka_forward)
 HALIDE_REGISTER_GENERATOR(GkaBackward, gka_backward)
+HALIDE_REGISTER_GENERATOR(GkaDecode, gka_decode)

@@ -308,9 +308,90 @@ gka_status backward(gka_shape shape, gka_window window, const T *x, const float 
         sigma);
 }
 
+// Decode's own checks, after check_arguments (shape.seq_len: the new tokens):
+// the window (right span 0), and that the cache holds every key each sequence
+// reaches, now and after the new tokens are written.
+gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_window &window,
+                        const int64_t *cache_lens) {
+    if (window.right != 0) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, "decode window (" + std::to_string(window.left) + ", " +
+                                                  std::to_string(window.right) +
+                                                  "): the right span must be 0 (the new tokens' future is not there)");
+    }
+    if (capacity < 1) return fail(GKA_ERR_INVALID_ARGUMENT, "cache capacity " + std::to_string(capacity) + " < 1");
+    if (__int128(shape.batch) * capacity * shape.heads * shape.head_dim > max_elements) {
+        return fail(GKA_ERR_UNSUPPORTED, "the cache has more than 2^31 - 1 elements, the most the kernels address");
+    }
+    // Keys a query reaches back to: those the ring must still hold.
+    const bool ring = window.left >= 0 && window.left <= capacity;
+    for (int64_t b = 0; b < shape.batch; b++) {
+        const int64_t length = cache_lens[b];
+        if (length < 0 || length > INT32_MAX - shape.seq_len) {
+            return fail(GKA_ERR_INVALID_ARGUMENT, "cache_lens[" + std::to_string(b) + "] = " + std::to_string(length) +
+                                                      ": must be in 0..2^31 - 1 - new tokens");
+        }
+        if (!ring && length + shape.seq_len > capacity) {
+            return fail(GKA_ERR_INVALID_ARGUMENT,
+                        "cache_lens[" + std::to_string(b) + "] = " + std::to_string(length) + " + " +
+                            std::to_string(shape.seq_len) + " new tokens do not fit a cache of capacity " +
+                            std::to_string(capacity) + ", and window (" + std::to_string(window.left) +
+                            ", 0) reaches further back than it holds (a ring needs (W-1, 0) with W-1 <= capacity)");
+        }
+    }
+    return GKA_OK;
+}
+
+template <class T>
+gka_status decode(gka_shape shape, int64_t capacity, gka_window window, const T *x, const float *sigma,
+                  const int64_t *cache_lens, T *cache, T *y, float *lse) {
+    last_error.clear();
+    if (gka_status s = check_arguments(shape, window, sigma,
+                                       {{x, "x"}, {sigma, "sigma"}, {cache_lens, "cache_lens"}, {cache, "cache"},
+                                        {y, "y"}, {lse, "lse"}});
+        s != GKA_OK) {
+        return s;
+    }
+    if (gka_status s = check_decode(shape, capacity, window, cache_lens); s != GKA_OK) return s;
+    const CpuFamily *f = current_family();
+    if (f == nullptr) return GKA_ERR_UNSUPPORTED;
+    gka_shape cache_shape = shape;
+    cache_shape.seq_len = capacity;
+    auto xb = features(x, shape), yb = features(y, shape), cb = features(cache, cache_shape);
+    auto sb = per_head(sigma, shape);
+    auto lb = rows(lse, shape);
+    Buffer<int32_t, 1> lengths(int(shape.batch));
+    for (int64_t b = 0; b < shape.batch; b++) lengths(int(b)) = int32_t(cache_lens[b]);
+    const int32_t left = window.left < 0 ? -1 : int32_t(std::min<int64_t>(window.left, INT32_MAX));
+    const auto *k = gka::decode_variant(f->name, shape.head_dim, ElementOf<T>::element);
+    gka::DenormalsFlushed flushed;
+    if (gka_status s = gka::internal::ran(k->name, k->run(xb, cb, lengths, sb, left, yb, lb), GKA_ERR_INTERNAL);
+        s != GKA_OK) {
+        return s;
+    }
+    // The new tokens' features into their slots: the last `capacity` of them.
+    const int64_t row = shape.heads * shape.head_dim;
+    for (int64_t b = 0; b < shape.batch; b++) {
+        for (int64_t q = std::max<int64_t>(0, shape.seq_len - capacity); q < shape.seq_len; q++) {
+            const int64_t slot = (cache_lens[b] + q) % capacity;
+            std::copy_n(x + (b * shape.seq_len + q) * row, row, cache + (b * capacity + slot) * row);
+        }
+    }
+    return GKA_OK;
+}
+
 }  // namespace
 
 extern "C" {
+
+gka_status gka_decode(gka_shape shape, int64_t capacity, gka_window window, const float *x, const float *sigma,
+                      const int64_t *cache_lens, float *cache, float *y, float *lse) {
+    return decode(shape, capacity, window, x, sigma, cache_lens, cache, y, lse);
+}
+
+gka_status gka_decode_bf16(gka_shape shape, int64_t capacity, gka_window window, const gka_bf16 *x,
+                           const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y, float *lse) {
+    return decode(shape, capacity, window, x, sigma, cache_lens, cache, y, lse);
+}
 
 gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
                        float *lse) {
@@ -385,6 +466,8 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     } else if (p == "backward") {
         pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len, scores, element));
         if (!bf16) pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len));
+    } else if (p == "decode") {
+        pick(gka::decode_variant(family, shape.head_dim, element));
     }
     if (name && knobs) *knobs = compiled_knobs;
     return name;

@@ -21,6 +21,10 @@ using ForwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, int32_
 using BackwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *y,
                                halide_buffer_t *lse, halide_buffer_t *dy, int32_t left, int32_t right,
                                halide_buffer_t *dx, halide_buffer_t *dsigma, halide_buffer_t *spread);
+// Decode (generators/gka_decode.h): the new tokens x (d, h, q, b) against the
+// cache (d, h, slot, b) of lengths (b, int32) tokens; the window's right span is 0.
+using DecodeKernel = int (*)(halide_buffer_t *x, halide_buffer_t *cache, halide_buffer_t *lengths,
+                             halide_buffer_t *sigma, int32_t left, halide_buffer_t *y, halide_buffer_t *lse);
 // The CUDA kernels take a user_context first: the call's stream.
 using CudaForwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, int32_t, int32_t,
                                   halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
@@ -80,6 +84,7 @@ const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_d
                                               Scores = Scores::expansion, Element = Element::f32);
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
                                                 Scores = Scores::expansion, Element = Element::f32);
+const Variant<DecodeKernel> *decode_variant(const char *family, int64_t head_dim, Element = Element::f32);
 const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind,
                                                       int64_t seq_len);
 const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind,

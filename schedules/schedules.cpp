@@ -87,4 +87,15 @@ void BackwardSchedule::apply(FusedBackwardPipeline &p) const {
 std::string BackwardSchedule::knobs() const { return knob_string_of(knobs_); }
 std::string BackwardSchedule::search_space() const { return search_space_of(knobs_); }
 
+DecodeSchedule::DecodeSchedule(const Target &target, const std::string &overrides) {
+    const Family family = family_of(target);
+    if (family == Family::Cuda) throw std::invalid_argument("gka decode: no CUDA schedule");
+    knobs_ = with_overrides(cpu_decode_knobs(family), overrides);
+}
+
+int DecodeSchedule::chunk() const { return knobs_.chunk; }
+void DecodeSchedule::apply(DecodePipeline &p) const { schedule_decode_cpu(p, knobs_); }
+std::string DecodeSchedule::knobs() const { return knob_string(knobs_); }
+std::string DecodeSchedule::search_space() const { return search_space_json<CpuDecodeKnobs>(); }
+
 }  // namespace gka

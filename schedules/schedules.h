@@ -8,6 +8,7 @@
 
 #include "../generators/gka_backward.h"
 #include "../generators/gka_backward_fused.h"
+#include "../generators/gka_decode.h"
 #include "../generators/gka_forward.h"
 #include "knobs.h"
 
@@ -33,16 +34,22 @@ struct CudaBackwardKnobs {  // backward_cuda.cpp
     int band, key_block, query_block, output_tokens;
     static const std::vector<Knob<CudaBackwardKnobs>> &fields();
 };
+struct CpuDecodeKnobs {  // decode_cpu.cpp
+    int vector, chunk;
+    static const std::vector<Knob<CpuDecodeKnobs>> &fields();
+};
 
 CpuForwardKnobs cpu_forward_knobs(Family family);
 CudaForwardKnobs cuda_forward_knobs();
 CpuBackwardKnobs cpu_backward_knobs(Family family);
 CudaBackwardKnobs cuda_backward_knobs();
+CpuDecodeKnobs cpu_decode_knobs(Family family);
 
 void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k);
 void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k);
 void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k);
 void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k);
+void schedule_decode_cpu(DecodePipeline &p, const CpuDecodeKnobs &k);
 
 // The forward's schedule for a target: its family's knobs (the defaults, then
 // "name:value,..." overrides: the build passes schedules/tuned.tsv's row) and
@@ -82,6 +89,18 @@ public:
 
 private:
     std::variant<CpuBackwardKnobs, CudaBackwardKnobs> knobs_;
+};
+
+class DecodeSchedule {
+public:
+    DecodeSchedule(const Halide::Target &target, const std::string &overrides);
+    int chunk() const;  // cached keys summed apart (gka_decode.h)
+    void apply(DecodePipeline &p) const;
+    std::string knobs() const;
+    std::string search_space() const;
+
+private:
+    CpuDecodeKnobs knobs_;
 };
 
 }  // namespace gka

@@ -44,17 +44,24 @@ std::vector<std::string> runnable_families() {
 }
 
 void for_each_family_and_form(const std::function<void()> &body) {
-    for (const std::string &family : runnable_families()) {
+    for_each_family([&] {
         for (const char *form : {"auto", "direct"}) {
-            INFO("family " << family << ", score form " << form);
-            REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
-            REQUIRE(std::string(gka_cpu_family()) == family);
+            INFO("score form " << form);
             REQUIRE(gka_set_score_form(form) == GKA_OK);
             body();
         }
+    });
+    REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
+}
+
+void for_each_family(const std::function<void()> &body) {
+    for (const std::string &family : runnable_families()) {
+        INFO("family " << family);
+        REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
+        REQUIRE(std::string(gka_cpu_family()) == family);
+        body();
     }
     REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
-    REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
 }
 
 void skip(const std::string &reason) {

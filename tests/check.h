@@ -26,6 +26,8 @@ std::vector<std::string> runnable_families();
 // expansion wherever it serves, and "direct"), forcing each; restores the
 // defaults after.
 void for_each_family_and_form(const std::function<void()> &body);
+// Runs `body` once per runnable family, forcing each; restores the default after.
+void for_each_family(const std::function<void()> &body);
 
 // Reports the running test case Skipped, with its reason, instead of Passed
 // (Catch2 v2 has no skip): under CTest, which sets GKA_SKIP_EXIT for every

@@ -1,4 +1,5 @@
-"""The custom ops gka::forward and gka::backward over libgka, and their autograd.
+"""The custom ops gka::forward and gka::backward over libgka, and their autograd;
+gka::decode, inference against a feature cache.
 
 Both are torch.library custom ops: opaque to torch.compile (one node each in the
 graph; their fake implementations give only output shapes), and gka::forward's
@@ -147,6 +148,59 @@ forward.register_autograd(_backward, setup_context=_setup_context)
 # kernels). On the CPU gka_attention casts x alone to bfloat16 (below): an
 # autocast registration would round sigma, a learned bandwidth, as well.
 torch.library.register_autocast("gka::forward", "cuda", torch.float32)
+
+
+@torch.library.custom_op("gka::decode", mutates_args=("cache",))
+def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma: torch.Tensor, left: int,
+           right: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y [B,Tq,H,D], lse [B,H,Tq]) of the new tokens x [B,Tq,H,D] against cache
+    [B,capacity,H,D] of cache_lens [B] (int64) tokens each; writes x into the cache (gka.h, gka_decode)."""
+    _check(x, sigma)
+    if x.device.type != "cpu":
+        raise NotImplementedError(f"gka: decode runs on the CPU (libgka has no CUDA decode kernels), got {x.device}")
+    B, Tq, H, D = x.shape
+    if cache.dim() != 4 or cache.shape[0] != B or tuple(cache.shape[2:]) != (H, D):
+        raise ValueError(f"gka: cache must be [batch, capacity, heads, head_dim] = [{B}, capacity, {H}, {D}], "
+                         f"got shape {tuple(cache.shape)}")
+    if cache.dtype != x.dtype or cache.device != x.device or not cache.is_contiguous():
+        raise TypeError(f"gka: cache must be a contiguous {x.dtype} tensor on {x.device} (it is written in place), "
+                        f"got {'a non-contiguous ' if not cache.is_contiguous() else ''}{cache.dtype} on "
+                        f"{cache.device}")
+    if cache_lens.shape != (B,) or cache_lens.dtype != torch.int64 or cache_lens.device.type != "cpu":
+        raise TypeError(f"gka: cache_lens must be an int64 CPU tensor of shape [{B}], got {cache_lens.dtype} "
+                        f"{tuple(cache_lens.shape)} on {cache_lens.device}")
+    x, sigma, cache_lens = x.contiguous(), sigma.float().contiguous(), cache_lens.contiguous()
+    y = torch.empty_like(x)
+    lse = torch.empty((B, H, Tq), dtype=torch.float32)
+    if B * Tq * H > 0:
+        name = "gka_decode" + _FEATURE_DTYPES[x.dtype]
+        status = getattr(LIB, name)(_lib.Shape(B, Tq, H, D), cache.shape[1], _lib.Window(left, right), x.data_ptr(),
+                                    sigma.data_ptr(), cache_lens.data_ptr(), cache.data_ptr(), y.data_ptr(),
+                                    lse.data_ptr())
+        _lib.check(LIB, status, name)
+    return y, lse
+
+
+@decode.register_fake
+def _(x, cache, cache_lens, sigma, left, right):
+    _check(x, sigma, fake=True)
+    B, Tq, H, D = x.shape
+    return torch.empty_like(x), x.new_empty((B, H, Tq), dtype=torch.float32)
+
+
+def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0)):
+    """Inference: y [B,Tq,H,D] of Tq new tokens per sequence, against a cache of
+    the features before them, which it then extends.
+
+    cache [B,capacity,H,D] holds x itself (GKA's keys and values are the features),
+    position p of sequence b in slot p % capacity; cache_lens [B] (int64, CPU) counts
+    each sequence's tokens before the call and is not changed (add Tq after). window
+    is causal (-1, 0), or (W-1, 0), where a ring of capacity >= W-1 serves any
+    length. x and cache are float32 or bfloat16 (the same); CPU only. To prefill a
+    long prompt, run gka_attention on it and copy its x into the cache.
+    """
+    left, right = _window(window)
+    return torch.ops.gka.decode(x, cache, cache_lens, sigma, left, right)[0]
 
 
 def gka_attention(x, sigma, window=(-1, 0)):

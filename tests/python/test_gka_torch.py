@@ -346,6 +346,68 @@ class Errors(unittest.TestCase):
                 gka_attention(x, sigma)
 
 
+class Decode(unittest.TestCase):
+    """gka_decode token by token against the double reference of the whole sequence."""
+
+    def decode_all(self, x, sigma, window, capacity, dtype=torch.float32):
+        b, t, h, d = x.shape
+        cache = torch.full((b, capacity, h, d), float("nan"), dtype=dtype)  # never read before written
+        ys = []
+        for pos in range(t):
+            lens = torch.full((b,), pos, dtype=torch.int64)
+            ys.append(gka_torch.gka_decode(x[:, pos:pos + 1].to(dtype), cache, lens, sigma.float(), window))
+        return torch.cat(ys, dim=1)
+
+    def test_token_by_token_matches_reference(self):
+        for window, capacity in (((-1, 0), 40), ((5, 0), 5), ((5, 0), 8)):
+            with self.subTest(window=window, capacity=capacity):
+                x, sigma = inputs(24, seed=3, b=2, t=40, h=2)
+                want = gka_forward_reference(x, sigma, window)[0]
+                y = self.decode_all(x, sigma, window, capacity)
+                self.assertEqual(gka_torch.last_kernel()[:len("gka_decode_")], "gka_decode_")
+                self.assertLess(rel_err(y, want), RTOL)
+
+    def test_bf16(self):
+        x, sigma = inputs(64, seed=4, b=1, t=20, h=2)
+        x = x.to(torch.bfloat16).double()
+        want = gka_forward_reference(x, sigma, (-1, 0))[0]
+        y = self.decode_all(x, sigma, (-1, 0), 20, torch.bfloat16)
+        self.assertEqual(y.dtype, torch.bfloat16)
+        self.assertLess(rel_err(y, want), 1e-2)
+
+    def test_several_new_tokens_and_lengths(self):
+        x, sigma = inputs(16, seed=5, b=2, t=12, h=3)
+        want = gka_forward_reference(x, sigma, (-1, 0))[0]
+        cache = torch.zeros(2, 16, 3, 16)
+        cache[0, :5], cache[1, :9] = x[0, :5].float(), x[1, :9].float()
+        lens = torch.tensor([5, 9])
+        new = torch.stack([x[0, 5:8], x[1, 9:12]]).float()
+        y = gka_torch.gka_decode(new, cache, lens, sigma.float())
+        self.assertLess(rel_err(y[0], want[0, 5:8]), RTOL)
+        self.assertLess(rel_err(y[1], want[1, 9:12]), RTOL)
+        self.assertTrue(torch.equal(cache[1, 9:12], new[1]))  # appended
+        self.assertTrue(torch.equal(lens, torch.tensor([5, 9])))  # the caller's to advance
+
+    def test_errors(self):
+        x, sigma, lens = torch.ones(1, 1, 2, 4), torch.ones(2), torch.tensor([3])
+        with self.assertRaisesRegex(ValueError, "right span must be 0"):
+            gka_torch.gka_decode(x, torch.zeros(1, 8, 2, 4), lens, sigma, (-1, -1))
+        with self.assertRaisesRegex(ValueError, "do not fit"):
+            gka_torch.gka_decode(x, torch.zeros(1, 3, 2, 4), lens, sigma)
+        with self.assertRaisesRegex(TypeError, "contiguous"):
+            gka_torch.gka_decode(x, torch.zeros(1, 2, 8, 4).transpose(1, 2), lens, sigma)
+        with self.assertRaisesRegex(TypeError, "int64"):
+            gka_torch.gka_decode(x, torch.zeros(1, 8, 2, 4), lens.int(), sigma)
+        with self.assertRaisesRegex(ValueError, "cache must be"):
+            gka_torch.gka_decode(x, torch.zeros(1, 8, 3, 4), lens, sigma)
+
+    def test_opcheck(self):
+        x, sigma = (t.float() for t in inputs(8, b=1, t=2, h=2))
+        torch.library.opcheck(torch.ops.gka.decode.default,
+                              (x, torch.zeros(1, 6, 2, 8), torch.tensor([3]), sigma, -1, 0),
+                              test_utils=("test_schema", "test_faketensor"))
+
+
 class Registration(unittest.TestCase):
     def test_opcheck(self):
         # Schema, fake (meta) implementation, autograd registration and

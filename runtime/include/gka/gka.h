@@ -91,6 +91,29 @@ GKA_API gka_status gka_backward_bf16(gka_shape shape, gka_window window, const g
                                      const gka_bf16 *y, const float *lse, const gka_bf16 *dy, gka_bf16 *dx,
                                      float *dsigma);
 
+/* Decode: y and lse of a few new tokens of each sequence against a cache of
+ * the features before them. GKA's keys and values are the features, so the
+ * cache holds x alone: [B][capacity][H][D], position p of sequence b in slot
+ * p % capacity. cache_lens[b] (FlashAttention's cache_seqlens) is the number
+ * of tokens of sequence b before this call; sequences may differ. x holds the
+ * new tokens' features, [B][shape.seq_len][H][D], at positions cache_lens[b]
+ * onwards; y is laid out as x, lse [B][H][shape.seq_len]. The window's right
+ * span must be 0 (the new tokens' future is not there): causal (-1, 0), or
+ * (W-1, 0), where a ring of capacity >= W - 1 serves a sequence of any length.
+ * Otherwise each sequence must fit: cache_lens[b] + seq_len <= capacity.
+ * After computing y and lse the call writes the new tokens' features into
+ * their slots (the last `capacity` of them); it does not change cache_lens:
+ * the caller adds seq_len. x, y and lse must not overlap the cache.
+ * The kernels split each cache into chunks of keys, summed apart and then in
+ * order: results do not depend on the thread count. They are for few new
+ * tokens (their pairs with one another are a small loop); to prefill a long
+ * prompt, run gka_forward on it and copy its x into the cache. */
+GKA_API gka_status gka_decode(gka_shape shape, int64_t capacity, gka_window window, const float *x,
+                              const float *sigma, const int64_t *cache_lens, float *cache, float *y, float *lse);
+GKA_API gka_status gka_decode_bf16(gka_shape shape, int64_t capacity, gka_window window, const gka_bf16 *x,
+                                   const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y,
+                                   float *lse);
+
 /* Message of the last failing call on this thread ("" if none). */
 GKA_API const char *gka_last_error(void);
 
@@ -126,7 +149,8 @@ GKA_API const char *gka_score_form(void);
  * expansion's variant (what "auto" runs first), "forward_direct" or
  * "backward_direct" the direct form's (on a CUDA family, all four name the
  * direct form's variant, the only one it has); "forward_bf16",
- * "backward_bf16_direct" and so on, the bfloat16 calls' (CPU families only). Its name, e.g.
+ * "backward_bf16_direct" and so on, the bfloat16 calls' (CPU families only); "decode" and
+ * "decode_bf16", gka_decode's (CPU families; its shape's seq_len is ignored). Its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
  * schedule knobs it was compiled with ("name:value,..."; "" = the schedule's
  * defaults). The autotuner's table, schedules/tuned.tsv, gives knobs per shape
