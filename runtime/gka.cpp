@@ -361,7 +361,8 @@ gka_status decode(gka_shape shape, int64_t capacity, gka_window window, const T 
     auto lb = rows(lse, shape);
     Buffer<int32_t, 1> lengths(int(shape.batch));
     for (int64_t b = 0; b < shape.batch; b++) lengths(int(b)) = int32_t(cache_lens[b]);
-    const int32_t left = window.left < 0 ? -1 : int32_t(std::min<int64_t>(window.left, INT32_MAX));
+    // A span past the capacity reaches what a span of the capacity does (check_decode).
+    const int32_t left = kernel_window(window, capacity).left;
     const auto *k = gka::decode_variant(f->name, shape.head_dim, ElementOf<T>::element);
     gka::DenormalsFlushed flushed;
     if (gka_status s = gka::internal::ran(k->name, k->run(xb, cb, lengths, sb, left, yb, lb), GKA_ERR_INTERNAL);
