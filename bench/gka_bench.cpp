@@ -11,11 +11,13 @@
 // Decode ("decode/<window>/D=64/T=<cache length>"): one new token a step
 // against a cache of T tokens (causal: all of them; w255: a ring of 255 slots),
 // with its cache bytes read per second (counter GB) beside the machine's read
-// bandwidth in the same run (memory/read).
+// bandwidth in the same run (memory/read). Varlen ("varlen/.../<how>"): packed
+// documents of mixed lengths in one call, in a call each, and padded.
 // Counters (rates): GFLOP by GKA.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
 // and pairs/s. Benchmarks measure; they assert nothing.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -43,20 +45,24 @@ struct Mode {
     int64_t sgemm_size, unfused_max_seq_len, naive_seq_len;
     int64_t sharp_seq_len;                   // T of the sharp-input cases
     std::vector<int64_t> decode_lengths;     // cache lengths of the decode steps
+    std::vector<int64_t> documents;          // lengths of the varlen cases' packed sequences
 };
 
 const std::pair<std::string, gka_window> full{"full", {-1, -1}}, causal{"causal", {-1, 0}}, w255{"w255", {255, 0}};
 
+// Documents of a packed training batch: a few long, many short (12,004 tokens).
+const std::vector<int64_t> mixed_documents{4096, 3000, 2048, 1024, 1000, 512, 256, 32, 17, 19};
+
 Mode full_mode() {
     return {{512, 1024, 2048, 4096, 8192, 16384}, {64, 128}, {full, causal, w255}, {"fwd", "bwd", "fwdbwd"}, {},
-            16384, 2048, 4096, 512, 4096, {1024, 4096, 16384, 32768, 65536}};
+            16384, 2048, 4096, 512, 4096, {1024, 4096, 16384, 32768, 65536}, mixed_documents};
 }
 Mode quick_mode() {
     return {{1024, 4096, 16384}, {64, 128}, {causal, w255}, {"fwd", "bwd"}, {}, 1024, 2048, 4096, 512, 4096,
-            {1024, 32768, 65536}};
+            {1024, 32768, 65536}, mixed_documents};
 }
 Mode smoke_mode() {
-    return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256, {256}};
+    return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256, {256}, {100, 7, 60}};
 }
 
 // Feature scales (sigma 1): smooth inputs, and sharp ones whose far keys' weights
@@ -164,6 +170,47 @@ void decode_case(benchmark::State &state, std::string family, gka_window w, int6
     state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
 }
 
+// Packed documents (B=1 each, H=8, D=64, causal), as `how` runs them: one
+// varlen call ("varlen"), a call per document ("separate"), or a batch padded
+// to the longest ("padded", what varlen spares). GFLOP counts the documents'
+// own pairs in every case, so padding shows as a lower rate.
+void varlen_case(benchmark::State &state, std::string family, std::string pass, std::string how,
+                 std::vector<int64_t> lengths) {
+    if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
+        state.SkipWithError(gka_last_error());
+        return;
+    }
+    const gka_window w = causal.second;
+    const int64_t H = 8, D = 64, row = H * D, longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<int64_t> cu{0};
+    for (int64_t length : lengths) cu.push_back(cu.back() + length);
+    const int64_t B = int64_t(lengths.size());
+    Data d(how == "padded" ? gka_shape{B, longest, H, D} : gka_shape{1, cu.back(), H, D}, smooth_features);
+    auto run = [&](bool forward) {
+        auto one = [&](gka_shape s, int64_t first, float *lse) {
+            const int64_t at = first * row;
+            return forward ? gka_forward(s, w, &d.x[at], d.sigma.data(), &d.y[at], lse)
+                           : gka_backward(s, w, &d.x[at], d.sigma.data(), &d.y[at], lse, &d.dy[at], &d.dx[at],
+                                          d.dsigma.data());
+        };
+        if (how == "padded") return check(one(d.shape, 0, d.lse.data()));
+        if (how == "varlen") {
+            const gka_shape packed{B, cu.back(), H, D};
+            return check(forward ? gka_forward_varlen(packed, cu.data(), w, d.x.data(), d.sigma.data(), d.y.data(),
+                                                      d.lse.data())
+                                 : gka_backward_varlen(packed, cu.data(), w, d.x.data(), d.sigma.data(), d.y.data(),
+                                                       d.lse.data(), d.dy.data(), d.dx.data(), d.dsigma.data()));
+        }
+        for (int64_t s = 0; s < B; s++) check(one({1, lengths[s], H, D}, cu[s], &d.lse[cu[s] * H]));
+    };
+    run(true);
+    for (auto _ : state) run(pass == "fwd");
+    double pairs = 0;
+    for (int64_t length : lengths) pairs += double(gka_ref::allowed_pairs({1, length, H, D}, w));
+    state.counters["GFLOP"] = Counter((pass == "fwd" ? 4.0 : 10.0) * D * pairs * 1e-9, Counter::kIsIterationInvariantRate);
+    state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
+}
+
 void read_bandwidth_case(benchmark::State &state) {
     static const gka_bench::ReadBandwidth reads(int64_t(256) << 20);
     for (auto _ : state) benchmark::DoNotOptimize(reads.run(gka_num_threads()));
@@ -210,6 +257,11 @@ void register_all(const Mode &m) {
             timed(benchmark::RegisterBenchmark(name.c_str(), decode_case, best, w, T));
         }
     timed(benchmark::RegisterBenchmark("memory/read", read_bandwidth_case));
+    for (const std::string pass : {"fwd", "bwd"})
+        for (const std::string how : {"varlen", "separate", "padded"}) {
+            const std::string name = "varlen/" + best + "/" + pass + "/causal/D=64/" + how;
+            timed(benchmark::RegisterBenchmark(name.c_str(), varlen_case, best, pass, how, m.documents));
+        }
     const int64_t n = m.sgemm_size;
     timed(benchmark::RegisterBenchmark(("sgemm/" + std::to_string(n) + "^3").c_str(), sgemm_case, n, n, n));
     for (int64_t D : m.head_dims)

@@ -53,7 +53,7 @@ def load_medians(path):
             continue
         name = b["run_name"].replace("/real_time", "")
         medians[name] = {"time_ms": b["real_time"], "gflops": b.get("GFLOP", 0.0),
-                         "pairs": b.get("pairs", 0.0)}
+                         "pairs": b.get("pairs", 0.0), "gbytes": b.get("GB", 0.0)}
     return data["context"], medians
 
 
@@ -110,6 +110,22 @@ def targets(medians, rows, sgemm):
         if u and e:
             r = u["time_ms"] / e["time_ms"]
             lines.append((f"fwd causal T=4096 D={D}: speed-up over unfused BLAS", ">= 3", f"{r:.2f}", r >= 3))
+    read = medians.get("memory/read")
+    step = medians.get(f"decode/{best}/causal/D=64/T=32768")
+    if read and step:
+        r = step["gbytes"] / read["gbytes"]
+        lines.append(("decode causal T=32768: cache GB/s / memory/read GB/s", ">= 0.6",
+                      f"{step['gbytes']:.1f} / {read['gbytes']:.1f} = {r:.2f}", r >= 0.6))
+    short, long_ = medians.get(f"decode/{best}/w255/D=64/T=1024"), medians.get(f"decode/{best}/w255/D=64/T=65536")
+    if short and long_:
+        r = long_["time_ms"] / short["time_ms"]
+        lines.append(("decode (255,0): time(T=65536) / time(T=1024)", "<= 1.1", f"{r:.2f}", r <= 1.1))
+    for p in ("fwd", "bwd"):
+        packed, alone = (medians.get(f"varlen/{best}/{p}/causal/D=64/{how}") for how in ("varlen", "separate"))
+        if packed and alone:
+            r = packed["time_ms"] / alone["time_ms"]
+            lines.append((f"varlen {p}, mixed documents: time / their separate calls' time", "<= 1.1", f"{r:.2f}",
+                          r <= 1.1))
     return best, lines
 
 

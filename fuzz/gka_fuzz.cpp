@@ -8,7 +8,9 @@
 //   sigma not finite and > 0, a shape past 32-bit indexing), which must fail
 //   with a message and write nothing;
 // - non-finite features, whose outputs the contract leaves open but which
-//   must return and stay within the outputs.
+//   must return and stay within the outputs;
+// - packed variable-length sequences, with cu_seqlens valid (each sequence's
+//   results are its own call's, bit for bit) or broken (refused, nothing written).
 // Every buffer sits between canaries, and inputs must come back unchanged.
 // A failure prints what broke and aborts, so libFuzzer keeps the input.
 #include <fuzzer/FuzzedDataProvider.h>
@@ -218,6 +220,43 @@ void run_non_finite(gka_test::Draws &draw) {
     call.check_buffers(false);
 }
 
+// Up to 5 sequences of 0-40 tokens packed; cu_seqlens broken at one entry, or not.
+void run_varlen(gka_test::Draws &draw) {
+    const int64_t B = draw.uniform(1, 5), H = draw.uniform(1, 3), D = draw.uniform(1, 70);
+    std::vector<int64_t> cu{0};
+    for (int64_t s = 0; s < B; s++) cu.push_back(cu.back() + draw.uniform(0, 40));
+    if (cu.back() == 0) cu.back() = 1;
+    const int64_t total = cu.back();
+    const gka_window window{draw.uniform(-1, 8), draw.uniform(-1, 2)};
+    if (draw.uniform(0, 3) == 0) cu[draw.uniform(0, B)] += draw.uniform(0, 1) ? -draw.uniform(1, 50) : draw.uniform(1, 50);
+    std::vector<float> sigma(H);
+    for (float &s : sigma) s = float(std::sqrt(double(D)) * draw.log_uniform(0.1, 10));
+    Call call(gka_test::gaussian_problem({1, total, H, D}, window, sigma, 1.0, 0.0, draw.bits()));
+    const gka_shape packed{B, total, H, D};
+    const gka_status forward = gka_forward_varlen(packed, cu.data(), window, call.x.data(), call.sigma.data(),
+                                                  call.y.data(), call.lse.data());
+    const gka_status backward = gka_backward_varlen(packed, cu.data(), window, call.x.data(), call.sigma.data(),
+                                                    call.y.data(), call.lse.data(), call.dy.data(), call.dx.data(),
+                                                    call.dsigma.data());
+    bool refused = cu[0] != 0 || cu[B] != total;  // a change may leave it valid (an interior entry, still in order)
+    for (int64_t s = 0; s < B; s++) refused = refused || cu[s + 1] < cu[s];
+    if (refused != (forward != GKA_OK) || refused != (backward != GKA_OK))
+        broken("varlen answered " + std::to_string(forward) + ", " + std::to_string(backward) + " to " +
+               (refused ? "broken" : "valid") + " cu_seqlens");
+    call.check_buffers(refused);
+    if (refused) return;
+    const std::vector<float> x = call.x.values(), y = call.y.values();
+    for (int64_t s = 0; s < B; s++) {
+        const int64_t length = cu[s + 1] - cu[s], at = cu[s] * H * D;
+        if (length == 0) continue;
+        std::vector<float> y_alone(length * H * D), lse_alone(length * H);
+        if (gka_forward({1, length, H, D}, window, &x[at], sigma.data(), y_alone.data(), lse_alone.data()) != GKA_OK)
+            broken(std::string("a sequence's own forward failed: ") + gka_last_error());
+        if (std::memcmp(y_alone.data(), &y[at], y_alone.size() * sizeof(float)) != 0)
+            broken("varlen's y of sequence " + std::to_string(s) + " differs from its own call's");
+    }
+}
+
 const std::vector<std::string> &families() {
     static const std::vector<std::string> runnable = gka_test::families_this_host_runs();
     return runnable;
@@ -232,8 +271,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (gka_set_cpu_family(family.c_str()) != GKA_OK) broken("cannot force family " + family);
     if (gka_set_score_form(draw.uniform(0, 1) ? "auto" : "direct") != GKA_OK) broken("cannot set the score form");
     if (gka_set_num_threads(int(draw.uniform(1, 4))) != GKA_OK) broken("cannot set the thread count");
-    switch (draw.uniform(0, 8)) {
+    switch (draw.uniform(0, 9)) {
     case 0: run_invalid(draw); break;
+    case 4: run_varlen(draw); break;
     case 1: run_non_finite(draw); break;
     case 2: run_valid(edge_problem(draw)); break;
     case 3: run_valid_bf16(gka_test::random_problem(draw)); break;

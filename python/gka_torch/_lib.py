@@ -46,6 +46,10 @@ _HOST_SIGNATURES = {
     "gka_backward_bf16": [Shape, Window, _p, _p, _p, _p, _p, _p, _p],
     "gka_decode": [Shape, ctypes.c_int64, Window, _p, _p, _p, _p, _p, _p],
     "gka_decode_bf16": [Shape, ctypes.c_int64, Window, _p, _p, _p, _p, _p, _p],
+    "gka_forward_varlen": [Shape, _p, Window, _p, _p, _p, _p],
+    "gka_backward_varlen": [Shape, _p, Window, _p, _p, _p, _p, _p, _p, _p],
+    "gka_forward_varlen_bf16": [Shape, _p, Window, _p, _p, _p, _p],
+    "gka_backward_varlen_bf16": [Shape, _p, Window, _p, _p, _p, _p, _p, _p, _p],
 }
 
 # The CUDA entry points (gka.h), where a libgka has them: device pointers and

@@ -1,5 +1,6 @@
 """The custom ops gka::forward and gka::backward over libgka, and their autograd;
-gka::decode, inference against a feature cache.
+their variable-length forms gka::forward_varlen and gka::backward_varlen; gka::decode,
+inference against a feature cache.
 
 Both are torch.library custom ops: opaque to torch.compile (one node each in the
 graph; their fake implementations give only output shapes), and gka::forward's
@@ -203,6 +204,121 @@ def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0)):
     return torch.ops.gka.decode(x, cache, cache_lens, sigma, left, right)[0]
 
 
+def _check_varlen(x, cu_seqlens, sigma, fake=False):
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        raise ValueError(f"gka: packed x must be [total, heads, head_dim], got "
+                         f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+    _check(x.unsqueeze(0), sigma, fake=fake)
+    if not fake and x.device.type != "cpu":
+        raise NotImplementedError(f"gka: varlen runs on the CPU (libgka has no CUDA varlen entry points), got "
+                                  f"{x.device}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2 or cu_seqlens.dtype != torch.int64 or \
+            cu_seqlens.device.type != "cpu":
+        raise TypeError(f"gka: cu_seqlens must be an int64 CPU tensor [sequences + 1], got {cu_seqlens.dtype} "
+                        f"{tuple(cu_seqlens.shape)} on {cu_seqlens.device}")
+
+
+def _run_varlen(name, x, cu_seqlens, window, *tensors):
+    """Calls libgka's varlen `name` (for x's dtype) on contiguous tensors."""
+    name += _FEATURE_DTYPES[x.dtype]
+    total, H, D = x.shape
+    status = getattr(LIB, name)(_lib.Shape(cu_seqlens.shape[0] - 1, total, H, D), cu_seqlens.data_ptr(),
+                                _lib.Window(*window), *(t.data_ptr() for t in tensors))
+    _lib.check(LIB, status, name)
+
+
+@torch.library.custom_op("gka::forward_varlen", mutates_args=())
+def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tensor, left: int,
+                   right: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y [total,H,D], lse [H,total]) of packed sequences x [total,H,D], sequence s at
+    tokens cu_seqlens[s]..cu_seqlens[s+1]-1 (gka.h, gka_forward_varlen)."""
+    _check_varlen(x, cu_seqlens, sigma)
+    x, cu_seqlens, sigma = x.contiguous(), cu_seqlens.contiguous(), sigma.float().contiguous()
+    y = torch.empty_like(x)
+    lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32)
+    if x.numel() > 0:
+        _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse)
+    return y, lse
+
+
+@forward_varlen.register_fake
+def _(x, cu_seqlens, sigma, left, right):
+    _check_varlen(x, cu_seqlens, sigma, fake=True)
+    return torch.empty_like(x), x.new_empty((x.shape[1], x.shape[0]), dtype=torch.float32)
+
+
+@torch.library.custom_op("gka::backward_varlen", mutates_args=())
+def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor,
+                    lse: torch.Tensor, dy: torch.Tensor, left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dsigma) of packed sequences from the varlen forward's y and lse."""
+    _check_varlen(x, cu_seqlens, sigma)
+    if y.shape != x.shape or dy.shape != x.shape or lse.shape != (x.shape[1], x.shape[0]):
+        raise ValueError(f"gka: backward_varlen needs y and dy shaped like x {tuple(x.shape)} and lse [H, total], "
+                         f"got y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    x, y, lse, dy, cu_seqlens = (t.contiguous() for t in (x, y, lse, dy, cu_seqlens))
+    sigma = sigma.float().contiguous()
+    dx = torch.empty_like(x)
+    dsigma = torch.zeros((x.shape[1],), dtype=torch.float32)
+    if x.numel() > 0:
+        _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse, dy, dx, dsigma)
+    return dx, dsigma
+
+
+@backward_varlen.register_fake
+def _(x, cu_seqlens, sigma, y, lse, dy, left, right):
+    _check_varlen(x, cu_seqlens, sigma, fake=True)
+    return torch.empty_like(x), sigma.new_empty(sigma.shape, dtype=torch.float32)
+
+
+def _setup_varlen_context(ctx, inputs, output):
+    x, cu_seqlens, sigma, left, right = inputs
+    y, lse = output
+    ctx.save_for_backward(x, cu_seqlens, sigma, y, lse)
+    ctx.window = (left, right)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward_varlen(ctx, dy, _dlse):
+    x, cu_seqlens, sigma, y, lse = ctx.saved_tensors
+    dx, dsigma = torch.ops.gka.backward_varlen(x, cu_seqlens, sigma, y, lse, dy.to(x.dtype), *ctx.window)
+    return (dx if ctx.needs_input_grad[0] else None, None,
+            dsigma.to(sigma.dtype) if ctx.needs_input_grad[2] else None, None, None)
+
+
+forward_varlen.register_autograd(_backward_varlen, setup_context=_setup_varlen_context)
+
+
+def _autocast_inputs(x, sigma, packed=False):
+    """Metadata checks of gka_attention's inputs; under torch.autocast on the CPU,
+    x cast to bfloat16 (libgka has no float16 kernels), whatever the autocast dtype;
+    sigma keeps its precision (the ops widen it to float32)."""
+    autocast = isinstance(x, torch.Tensor) and x.device.type in _DEVICES and torch.is_autocast_enabled(x.device.type)
+    _check(x.unsqueeze(0) if packed else x, sigma, autocast=autocast)
+    if autocast and x.device.type == "cpu":
+        x = x.to(torch.bfloat16)
+        if sigma.dtype not in _FEATURE_DTYPES:
+            sigma = sigma.float()
+    return x, sigma
+
+
+def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0)):
+    """gka_attention over variable-length sequences packed along the tokens
+    (FlashAttention's varlen): x [total,H,D], sequence s at tokens
+    cu_seqlens[s]..cu_seqlens[s+1]-1 (int32 or int64, any device: it is read on
+    the host), each attending within itself under the window, at its own cost
+    (nothing padded). Returns y [total,H,D]; gradients flow to x and sigma.
+    CPU only; dtypes and autocast as gka_attention's.
+    """
+    left, right = _window(window)
+    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"gka: cu_seqlens must be an int32 or int64 tensor, got {cu_seqlens!r}")
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        raise ValueError(f"gka: packed x must be a tensor [total, heads, head_dim], got "
+                         f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+    x, sigma = _autocast_inputs(x, sigma, packed=True)
+    return torch.ops.gka.forward_varlen(x, cu_seqlens.to("cpu", torch.int64), sigma, left, right)[0]
+
+
 def gka_attention(x, sigma, window=(-1, 0)):
     """Gaussian Kernel Attention: y [B,T,H,D] for features x [B,T,H,D] and per-head
     bandwidths sigma [H] (finite, > 0). x is float32 or bfloat16 (CPU; CUDA takes
@@ -214,12 +330,5 @@ def gka_attention(x, sigma, window=(-1, 0)):
     flow to x and sigma through libgka's backward.
     """
     left, right = _window(window)
-    autocast = isinstance(x, torch.Tensor) and x.device.type in _DEVICES and torch.is_autocast_enabled(x.device.type)
-    _check(x, sigma, autocast=autocast)
-    if autocast and x.device.type == "cpu":
-        # The bfloat16 kernels, whatever the autocast dtype (libgka has no float16
-        # kernels); sigma keeps its precision (the op widens it to float32).
-        x = x.to(torch.bfloat16)
-        if sigma.dtype not in _FEATURE_DTYPES:
-            sigma = sigma.float()
+    x, sigma = _autocast_inputs(x, sigma)
     return torch.ops.gka.forward(x, sigma, left, right)[0]

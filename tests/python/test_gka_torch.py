@@ -408,6 +408,64 @@ class Decode(unittest.TestCase):
                               test_utils=("test_schema", "test_faketensor"))
 
 
+class Varlen(unittest.TestCase):
+    """gka_attention_varlen: each packed sequence against the double reference of it alone."""
+
+    LENGTHS = [5, 0, 23, 1, 40]
+
+    def packed(self, d, seed):
+        x, sigma = inputs(d, seed=seed, b=1, t=sum(self.LENGTHS), h=2)
+        cu = torch.tensor([0] + self.LENGTHS).cumsum(0)
+        return x[0], cu, sigma
+
+    def test_forward_and_gradients_match_reference(self):
+        for window in ((-1, 0), (4, 0), (-1, -1)):
+            with self.subTest(window=window):
+                x, cu, sigma = self.packed(24, seed=8)
+                dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+                xf, sf = x.float().requires_grad_(), sigma.float().requires_grad_()
+                y = gka_torch.gka_attention_varlen(xf, cu.int(), sf, window)  # int32 cu_seqlens too
+                (y.double() * dy).sum().backward()
+                want_dsigma = torch.zeros_like(sigma)
+                for s in range(len(self.LENGTHS)):
+                    a, b = cu[s].item(), cu[s + 1].item()
+                    if a == b:
+                        continue
+                    xr, sr = x[None, a:b].clone().requires_grad_(), sigma.clone().requires_grad_()
+                    yr = gka_forward_reference(xr, sr, window)[0]
+                    (yr * dy[None, a:b]).sum().backward()
+                    want_dsigma += sr.grad
+                    self.assertLess(rel_err(y[a:b], yr[0].detach()), RTOL)
+                    self.assertLess(rel_err(xf.grad[a:b], xr.grad[0]), RTOL)
+                self.assertLess(rel_err(sf.grad, want_dsigma), RTOL)
+
+    def test_bf16_and_autocast(self):
+        x, cu, sigma = self.packed(64, seed=10)
+        y = gka_torch.gka_attention_varlen(x.to(torch.bfloat16), cu, sigma.float())
+        self.assertEqual(y.dtype, torch.bfloat16)
+        self.assertIn("_bf16", gka_torch.last_kernel())
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            self.assertTrue(torch.equal(gka_torch.gka_attention_varlen(x.float(), cu, sigma.float()), y))
+
+    def test_errors(self):
+        x, sigma = torch.ones(6, 2, 4), torch.ones(2)
+        with self.assertRaisesRegex(ValueError, "non-decreasing"):
+            gka_torch.gka_attention_varlen(x, torch.tensor([0, 4, 3, 6]), sigma)
+        with self.assertRaisesRegex(ValueError, "total token count"):
+            gka_torch.gka_attention_varlen(x, torch.tensor([0, 4]), sigma)
+        with self.assertRaisesRegex(TypeError, "int32 or int64"):
+            gka_torch.gka_attention_varlen(x, torch.tensor([0.0, 6.0]), sigma)
+        with self.assertRaisesRegex(ValueError, "total, heads, head_dim"):
+            gka_torch.gka_attention_varlen(x[None], torch.tensor([0, 6]), sigma)
+
+    def test_opcheck(self):
+        x, sigma = (t.float() for t in inputs(8, b=1, t=7, h=2))
+        args = (x[0], torch.tensor([0, 3, 7]), sigma, -1, 0)
+        torch.library.opcheck(torch.ops.gka.forward_varlen.default, args)
+        y, lse = torch.ops.gka.forward_varlen(*args)
+        torch.library.opcheck(torch.ops.gka.backward_varlen.default, (*args[:3], y, lse, torch.ones_like(y), -1, 0))
+
+
 class Registration(unittest.TestCase):
     def test_opcheck(self):
         # Schema, fake (meta) implementation, autograd registration and

@@ -114,6 +114,27 @@ GKA_API gka_status gka_decode_bf16(gka_shape shape, int64_t capacity, gka_window
                                    const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y,
                                    float *lse);
 
+/* Variable-length batches (FlashAttention's varlen): shape.batch sequences
+ * packed one after another, shape.seq_len tokens in all. x, y, dy and dx are
+ * [total][H][D], sequence s at tokens cu_seqlens[s] .. cu_seqlens[s+1] - 1;
+ * cu_seqlens has shape.batch + 1 int64 entries: 0 first, non-decreasing (a
+ * sequence may be empty), the total last; anything else is an error before
+ * anything is written. lse is [H][total], FlashAttention's varlen layout. Each
+ * sequence attends within itself under the window, as a call of its own would
+ * (and at its cost: nothing is padded); dsigma sums the sequences' in order.
+ * gka_last_kernel() names the variant of the last sequence, or the direct
+ * form's if any sequence ran it. The bf16 calls take bfloat16 features. */
+GKA_API gka_status gka_forward_varlen(gka_shape shape, const int64_t *cu_seqlens, gka_window window, const float *x,
+                                      const float *sigma, float *y, float *lse);
+GKA_API gka_status gka_backward_varlen(gka_shape shape, const int64_t *cu_seqlens, gka_window window, const float *x,
+                                       const float *sigma, const float *y, const float *lse, const float *dy,
+                                       float *dx, float *dsigma);
+GKA_API gka_status gka_forward_varlen_bf16(gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                                           const gka_bf16 *x, const float *sigma, gka_bf16 *y, float *lse);
+GKA_API gka_status gka_backward_varlen_bf16(gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                                            const gka_bf16 *x, const float *sigma, const gka_bf16 *y,
+                                            const float *lse, const gka_bf16 *dy, gka_bf16 *dx, float *dsigma);
+
 /* Message of the last failing call on this thread ("" if none). */
 GKA_API const char *gka_last_error(void);
 
