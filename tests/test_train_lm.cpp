@@ -170,3 +170,32 @@ TEST_CASE("train_lm: a few steps reduce the loss", "[train_lm]") {
         }
     }
 }
+
+TEST_CASE("train_lm: decoding token by token gives the full forward's logits", "[train_lm][decode]") {
+    const int T = 24;
+    const std::vector<uint8_t> text = repeated_text(T + 1);
+    for (gka_window window : {gka_window{-1, 0}, gka_window{5, 0}}) {
+        for (const char *dtype : {"f32", "bf16"}) {
+            SECTION(std::string(dtype) + " left=" + std::to_string(window.left)) {
+                lm::Model model = tiny_model("gka", 16, 4, dtype);
+                const AttentionShape shape{1, T, 2, 16, window};
+                model.forward(text.data(), text.data() + 1, shape);
+                const std::vector<float> full(model.logits(), model.logits() + T * lm::kVocab);
+                // A cache of the whole text, or a ring of W-1 slots that wraps.
+                const int64_t capacity = window.left < 0 ? T : window.left;
+                // bfloat16: the two paths round y to bfloat16 apart, a flip of its last bit apart at most.
+                const double tolerance = std::string(dtype) == "f32" ? 1e-4 : 3e-2;
+                for (int t = 0; t < T; t++) {
+                    const float *logits = model.decode(text[t], t, window, capacity);
+                    double largest = 0;
+                    const double difference = largest_difference(logits, &full[size_t(t) * lm::kVocab], lm::kVocab,
+                                                                 &largest);
+                    INFO("position " << t << ": logits differ by " << difference << " (largest " << largest << ")");
+                    CHECK(difference <= tolerance * (1.0 + largest));
+                }
+            }
+        }
+    }
+    lm::Model dot = tiny_model("dot", 16, 4);
+    CHECK_THROWS_WITH(dot.decode('a', 0, {-1, 0}, 8), Catch::Contains("decode path"));
+}

@@ -88,6 +88,27 @@ const float *GkaAttention::backward(const float *dout) {
     return dh.data();
 }
 
+const float *GkaAttention::decode(const float *h_row, int64_t position, gka_window window, int64_t capacity) {
+    const int heads = int(log_sigma.value.size()), d = out.in;
+    const gka_shape one{1, 1, heads, d / heads};
+    if (position == 0) cache.assign(size_t(capacity) * d, 0.0f), cache16.assign(cache.size(), 0);
+    sigma.resize(heads);
+    for (int k = 0; k < heads; k++) sigma[k] = std::exp(log_sigma.value[k]);
+    y.resize(d), lse.resize(heads);
+    if (bf16) {
+        to_bf16(h_row, d, h16);
+        y16.resize(d);
+        check(gka_decode_bf16(one, capacity, window, h16.data(), sigma.data(), &position, cache16.data(), y16.data(),
+                              lse.data()),
+              "gka_decode_bf16");
+        from_bf16(y16, y);
+    } else {
+        check(gka_decode(one, capacity, window, h_row, sigma.data(), &position, cache.data(), y.data(), lse.data()),
+              "gka_decode");
+    }
+    return out.forward(y.data(), 1);
+}
+
 double GkaAttention::training_flops_per_token(const AttentionShape &s) const {
     return 6.0 * out.w.value.size() + 14.0 * s.head_dim * s.heads * s.pairs_per_token();
 }

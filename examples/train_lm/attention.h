@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct Attention {
     // layer, and GKA.md's 4 + 10 FLOPs per head dim per allowed pair for the
     // pairwise part, the same convention (FlashAttention's) for both layers.
     virtual double training_flops_per_token(const AttentionShape &shape) const = 0;
+    // Generation, one token of one sequence: h [1][d] at `position` (0 starts a
+    // new text), attending to the tokens before it through a cache of `capacity`
+    // slots (a ring under a sliding window), which it extends.
+    virtual const float *decode(const float *h, int64_t position, gka_window window, int64_t capacity) {
+        throw std::invalid_argument("generation runs GKA's decode path (gka_decode); this attention has no cache");
+    }
 };
 
 class GkaAttention : public Attention {
@@ -47,6 +54,9 @@ public:
     const float *backward(const float *dout) override;
     std::vector<Param *> params() override { return {&log_sigma, &out.w}; }
     double training_flops_per_token(const AttentionShape &shape) const override;
+    // gka_decode against a cache of this layer's features: GKA's keys and values
+    // are h itself, so the cache holds h alone.
+    const float *decode(const float *h, int64_t position, gka_window window, int64_t capacity) override;
 
     // sigma = exp(log_sigma): positive by construction and scale-free to
     // update, so Adam's steps are relative changes of the bandwidth.
@@ -59,6 +69,8 @@ private:
     const float *h = nullptr;
     std::vector<float> sigma, y, lse, dh, dsigma;
     std::vector<gka_bf16> h16, y16, dy16, dh16;  // the bf16 kernels' tensors
+    std::vector<float> cache;                     // decode's, [capacity][d]
+    std::vector<gka_bf16> cache16;
 };
 
 class DotProductAttention : public Attention {

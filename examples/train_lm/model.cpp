@@ -32,6 +32,16 @@ const float *Block::backward(const float *dout) {
     return dx.data();
 }
 
+const float *Block::decode(const float *x, int64_t position, gka_window window, int64_t capacity) {
+    const int d = attn_norm.dim;
+    const float *a = attention->decode(attn_norm.forward(x, 1), position, window, capacity);
+    mid.resize(d), out.resize(d);
+    for (int n = 0; n < d; n++) mid[n] = x[n] + a[n];
+    const float *m = mlp.forward(mlp_norm.forward(mid.data(), 1), 1);
+    for (int n = 0; n < d; n++) out[n] = mid[n] + m[n];
+    return out.data();
+}
+
 Model::Model(const ModelConfig &c, uint64_t seed)
     : rng(seed), config(c), embed(kVocab, c.dim(), rng), final_norm(c.dim()), head("head", c.dim(), kVocab, rng),
       loss(kVocab) {
@@ -43,6 +53,12 @@ double Model::forward(const uint8_t *inputs, const uint8_t *targets, const Atten
     const float *x = embed.forward(inputs, shape.rows());
     for (Block &block : blocks) x = block.forward(x, shape);
     return loss.forward(head.forward(final_norm.forward(x, shape.rows()), shape.rows()), targets, shape.rows());
+}
+
+const float *Model::decode(uint8_t token, int64_t position, gka_window window, int64_t capacity) {
+    const float *x = embed.forward(&token, 1);
+    for (Block &block : blocks) x = block.decode(x, position, window, capacity);
+    return head.forward(final_norm.forward(x, 1), 1);
 }
 
 void Model::backward() {

@@ -29,6 +29,8 @@ struct Block {
     Block(const ModelConfig &config, int index, Rng &rng);
     const float *forward(const float *x, const AttentionShape &shape);
     const float *backward(const float *dout);
+    // One token's row x [1][d] at `position` through the attention's decode path.
+    const float *decode(const float *x, int64_t position, gka_window window, int64_t capacity);
 
     std::vector<float> mid, out, dmid, dx;  // mid = x + attention(norm(x)), out = mid + mlp(norm(mid))
 };
@@ -44,6 +46,12 @@ public:
     // Gradients of the last forward's loss, accumulated into every Param::grad.
     void backward();
     void zero_grad();
+    // The last forward's logits, [rows][kVocab].
+    const float *logits() const { return head.y.data(); }
+    // Generation: the next byte's logits [kVocab] after `token` at `position`
+    // (0 starts a new text), each block attending to the tokens before it
+    // through its decode cache of `capacity` slots.
+    const float *decode(uint8_t token, int64_t position, gka_window window, int64_t capacity);
 
     std::vector<Param *> params();
     size_t parameter_count();

@@ -1,13 +1,16 @@
 // train_lm: trains a byte-level language model whose attention is GKA through
 // libgka (or, with --attention dot, standard dot-product attention) on a text
 // file or directory. Prints progress, writes <out>/log.csv and
-// <out>/summary.json. Run with --help for the options.
+// <out>/summary.json; with --generate N, then samples N bytes after a prompt
+// through GKA's decode path. Run with --help for the options.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -18,7 +21,9 @@ namespace {
 
 struct Options {
     std::string data = "/usr/share/common-licenses", attention = "gka", dtype = "f32", window = "causal";
-    std::string out = "train_lm_out";
+    std::string out = "train_lm_out", prompt = "The ";
+    int generate = 0;
+    double temperature = 0.8;
     int layers = 4, heads = 2, head_dim = 64, seq = 128, batch = 16, steps = 600;
     int eval_every = 50, eval_batches = 8;
     double lr = 3e-3, validation_fraction = 0.1;
@@ -35,6 +40,9 @@ const char *kUsage = R"(usage: train_lm [--option value]...
   --steps N --lr LR    optimizer steps and peak AdamW learning rate (default 600, 3e-3)
   --eval-every N --eval-batches K     validation cadence and size (default 50, 8)
   --seed S --out DIR   (default 1, train_lm_out)
+  --generate N         after training, sample N bytes through GKA's decode path (gka_decode; default 0)
+  --prompt TEXT --temperature T       what the sample continues, and its temperature (0: the likeliest
+                       byte each time; default "The ", 0.8); the sample goes to stdout and DIR/sample.txt
 )";
 
 Options parse(int argc, char **argv) {
@@ -66,7 +74,12 @@ Options parse(int argc, char **argv) {
     take("layers", o.layers), take("heads", o.heads), take("head-dim", o.head_dim), take("seq", o.seq);
     take("batch", o.batch), take("steps", o.steps), take("eval-every", o.eval_every);
     take("eval-batches", o.eval_batches), take("lr", o.lr), take("seed", o.seed);
+    take("generate", o.generate), take("prompt", o.prompt), take("temperature", o.temperature);
     if (!given.empty()) throw std::invalid_argument("unknown option --" + given.begin()->first);
+    if (o.generate < 0 || o.temperature < 0) throw std::invalid_argument("--generate and --temperature must be >= 0");
+    if (o.generate > 0 && o.attention != "gka") {
+        throw std::invalid_argument("--generate samples through GKA's decode path: it needs --attention gka");
+    }
     return o;
 }
 
@@ -102,6 +115,32 @@ std::string sigmas(lm::Model &model) {
         for (float log_sigma : gka->log_sigma.value) out += (out.size() > 1 ? ", " : "") + std::to_string(std::exp(log_sigma));
     }
     return out + "]";
+}
+
+// A byte drawn from softmax(logits / temperature); the likeliest at temperature 0.
+uint8_t sample(const float *logits, double temperature, std::mt19937_64 &rng) {
+    const float *top = std::max_element(logits, logits + lm::kVocab);
+    if (temperature == 0) return uint8_t(top - logits);
+    std::vector<double> weights(lm::kVocab);
+    for (int k = 0; k < lm::kVocab; k++) weights[k] = std::exp((logits[k] - *top) / temperature);
+    return uint8_t(std::discrete_distribution<int>(weights.begin(), weights.end())(rng));
+}
+
+// The prompt, then o.generate sampled bytes, one token a step through each
+// block's decode cache: the whole text under causal attention, a ring of W-1
+// slots under a sliding window of W.
+std::string generate(lm::Model &model, const Options &o, gka_window window) {
+    std::string text = o.prompt.empty() ? "\n" : o.prompt;
+    const int64_t length = int64_t(text.size()) + o.generate;
+    const int64_t capacity = window.left < 0 ? length : std::max<int64_t>(1, window.left);
+    std::mt19937_64 rng(o.seed);
+    const float *logits = nullptr;
+    for (size_t p = 0; p < text.size(); p++) logits = model.decode(uint8_t(text[p]), int64_t(p), window, capacity);
+    for (int n = 0; n < o.generate; n++) {
+        text.push_back(char(sample(logits, o.temperature, rng)));
+        logits = model.decode(uint8_t(text.back()), int64_t(text.size()) - 1, window, capacity);
+    }
+    return text;
 }
 
 int run(const Options &o) {
@@ -168,6 +207,14 @@ int run(const Options &o) {
             << ",\n  \"sigma\": " << sigmas(model) << ", \"cpu_family\": \"" << gka_cpu_family() << "\"\n}\n";
     std::printf("train_lm: final train %.4f, val %.4f (gap %+.4f), %.0f tokens/s; wrote %s/log.csv, %s/summary.json\n",
                 final_train, final_val, final_val - final_train, tokens_per_s, o.out.c_str(), o.out.c_str());
+    if (o.generate > 0) {
+        const auto start = clock::now();
+        const std::string text = generate(model, o, shape.window);
+        const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+        std::ofstream(o.out + "/sample.txt", std::ios::binary) << text;
+        std::printf("train_lm: sample (temperature %g, %d bytes in %.2f s, %s):\n%s\n", o.temperature, o.generate,
+                    seconds, gka_last_kernel(), text.c_str());
+    }
     return 0;
 }
 
