@@ -12,7 +12,8 @@
 // against a cache of T tokens (causal: all of them; w255: a ring of 255 slots),
 // with its cache bytes read per second (counter GB) beside the machine's read
 // bandwidth in the same run (memory/read). Varlen ("varlen/.../<how>"): packed
-// documents of mixed lengths in one call, in a call each, and padded.
+// documents of mixed lengths in one call, in a call each, and padded. Chunks
+// ("chunks/.../T=<T>/4"): a causal sequence in 4 chunks, every pair's kernels.
 // Counters (rates): GFLOP by GKA.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
 // and pairs/s. Benchmarks measure; they assert nothing.
 #include <benchmark/benchmark.h>
@@ -211,6 +212,41 @@ void varlen_case(benchmark::State &state, std::string family, std::string pass, 
     state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
 }
 
+// A causal sequence of T tokens (B=1, H=8, D=64) cut into `chunks` equal chunks,
+// every (query chunk, key chunk) pair run by the chunk kernels (the backward
+// fed the one-call forward's y and lse, as merged ones): the cost of sequence
+// parallelism's pieces beside the one-call rows (gka/...) of the same run.
+// The merge itself is O(T*D) and not timed.
+void chunk_case(benchmark::State &state, std::string family, std::string pass, int64_t T, int64_t chunks) {
+    if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
+        state.SkipWithError(gka_last_error());
+        return;
+    }
+    const gka_window w = causal.second;
+    const int64_t size = T / chunks, row = 8 * 64;
+    const gka_shape shape{1, size, 8, 64};
+    Data d({1, T, 8, 64}, smooth_features);
+    check(gka_forward(d.shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
+    std::vector<float> y(size * row), lse(8 * size), dx(size * row), dx_keys(size * row);
+    std::vector<std::vector<float>> merged_lse(chunks, std::vector<float>(8 * size));  // [H][size] of each chunk
+    for (int64_t q = 0; q < chunks; q++)
+        for (int64_t h = 0; h < 8; h++) std::copy_n(&d.lse[h * T + q * size], size, &merged_lse[q][h * size]);
+    for (auto _ : state) {
+        for (int64_t q = 0; q < chunks; q++)
+            for (int64_t k = 0; k <= q; k++) {  // causal: the later chunks have no pair
+                const gka_chunk c{q * size, k * size, size};
+                const float *xq = &d.x[q * size * row], *xk = &d.x[k * size * row];
+                check(pass == "fwd" ? gka_forward_chunk(shape, c, w, xq, xk, d.sigma.data(), y.data(), lse.data())
+                                    : gka_backward_chunk(shape, c, w, xq, xk, d.sigma.data(), &d.y[q * size * row],
+                                                         merged_lse[q].data(), &d.dy[q * size * row], dx.data(), dx_keys.data(),
+                                                         d.dsigma.data()));
+            }
+    }
+    const double pairs = double(gka_ref::allowed_pairs(d.shape, w));
+    state.counters["GFLOP"] = Counter((pass == "fwd" ? 4.0 : 10.0) * 64 * pairs * 1e-9, Counter::kIsIterationInvariantRate);
+    state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
+}
+
 void read_bandwidth_case(benchmark::State &state) {
     static const gka_bench::ReadBandwidth reads(int64_t(256) << 20);
     for (auto _ : state) benchmark::DoNotOptimize(reads.run(gka_num_threads()));
@@ -257,6 +293,11 @@ void register_all(const Mode &m) {
             timed(benchmark::RegisterBenchmark(name.c_str(), decode_case, best, w, T));
         }
     timed(benchmark::RegisterBenchmark("memory/read", read_bandwidth_case));
+    for (const std::string pass : {"fwd", "bwd"}) {
+        const int64_t T = m.sharp_seq_len;
+        const std::string name = "chunks/" + best + "/" + pass + "/causal/D=64/T=" + std::to_string(T) + "/4";
+        timed(benchmark::RegisterBenchmark(name.c_str(), chunk_case, best, pass, T, 4));
+    }
     for (const std::string pass : {"fwd", "bwd"})
         for (const std::string how : {"varlen", "separate", "padded"}) {
             const std::string name = "varlen/" + best + "/" + pass + "/causal/D=64/" + how;

@@ -98,14 +98,19 @@ endfunction()
 
 # gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
 # [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults] [SCORES expansion|direct]
-# [ELEMENT float32|bfloat16]) defines the static library
-# <kernel>_<family>_d<head_dim> (or _any), with a suffix for a narrower shape
+# [ELEMENT float32|bfloat16] [CHUNK]) defines the static library
+# <kernel>_<family>_d<head_dim> (or _any; <kernel>_chunk_... for the CHUNK
+# variant, a chunk's pass: gka.h, gka_forward_chunk), with a suffix for a narrower shape
 # class (_sliding, _t1_2048), for bfloat16 features (_bf16) and for the direct
 # score form (_direct), whose function has the same name, with its STMT and
 # assembly beside it for review. It appends the variant to
 # GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's dispatch table.
 function(gka_add_kernel kernel family head_dim)
-    cmake_parse_arguments(arg "" "KNOBS;WINDOW;SEQ_LEN;SCORES;ELEMENT" "" ${ARGN})
+    cmake_parse_arguments(arg "CHUNK" "KNOBS;WINDOW;SEQ_LEN;SCORES;ELEMENT" "" ${ARGN})
+    set(variants ${kernel})  # the dispatch table the variant joins
+    if (arg_CHUNK)
+        set(variants ${kernel}_chunk)
+    endif ()
     if (NOT arg_SCORES)
         set(arg_SCORES expansion)
     endif ()
@@ -127,13 +132,16 @@ function(gka_add_kernel kernel family head_dim)
         set(arg_KNOBS "")
     endif ()
     if (head_dim STREQUAL "any")
-        set(name ${kernel}_${family}_any)
+        set(name ${variants}_${family}_any)
         set(params PARAMS head_dim=0)
         set(dim 0)
     else ()
-        set(name ${kernel}_${family}_d${head_dim})
+        set(name ${variants}_${family}_d${head_dim})
         set(params PARAMS head_dim=${head_dim})
         set(dim ${head_dim})
+    endif ()
+    if (arg_CHUNK)
+        list(APPEND params chunk=true)
     endif ()
     if (NOT arg_WINDOW STREQUAL "any")
         string(APPEND name _${arg_WINDOW})
@@ -181,7 +189,7 @@ function(gka_add_kernel kernel family head_dim)
     if (family IN_LIST GKA_CUDA_FAMILIES)
         set(where cuda)
     endif ()
-    set(GKA_VARIANTS_${kernel}_${where} "${GKA_VARIANTS_${kernel}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES}, ${element})" PARENT_SCOPE)
+    set(GKA_VARIANTS_${variants}_${where} "${GKA_VARIANTS_${variants}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES}, ${element})" PARENT_SCOPE)
     set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
 endfunction()
 

@@ -45,12 +45,16 @@ struct BackwardInputs {
     Centre centre;                  // (d, h, b)
     Func centred{"centred"};        // x - centre, clamped past T                (d, h, t, b)
     Func x, y, dy, lse;             // inputs, clamped past T (x and y centred in Expansion)
+    Func key_x;                     // the keys' features: x, or a chunk's keys (Direct)
     Func delta{"delta"};            // Dl_i = dy_i . y_i (Expansion only)         (t, h, b)
 };
 
-inline void define_backward_inputs(BackwardInputs &p, Func x, Func y, Func lse, Func dy, Expr head_dim,
+// `keys`: a chunk's (gka_forward.h; the direct form's alone), or undefined:
+// the queries' own tokens.
+inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y, Func lse, Func dy, Expr head_dim,
                                    const Mask &mask, ScoreForm form) {
     const Vars &v = p.v;
+    if (keys.defined() && form != ScoreForm::Direct) throw std::invalid_argument("gka backward: chunks take scores=direct");
     p.head_dim = head_dim;
     p.mask = mask;
     p.form = form;
@@ -62,9 +66,10 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func y, Func lse, 
     if (form == ScoreForm::Direct) {
         p.x = x_in;
         p.y = y_in;
+        p.key_x = keys.defined() ? clamped_features(keys, mask.key_len) : p.x;
         return;
     }
-    p.x = p.centred;
+    p.x = p.key_x = p.centred;
     p.y = Func("centred_y");
     p.y(v.d, v.h, v.t, v.b) = y_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
     RDom rd(0, head_dim, "rd_delta");
@@ -74,7 +79,7 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func y, Func lse, 
 inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *direction, const Expr &scale) {
     const Vars &v = p.v;
     const std::string prefix = direction;
-    PairTerms t{gaussian_scores(p.x, p.centred, sigma, p.head_dim, p.form, v), Func(prefix + "score"),
+    PairTerms t{gaussian_scores(p.key_x, p.x, p.centred, sigma, p.head_dim, p.form, v), Func(prefix + "score"),
                 Func(prefix + "prob"), Func(prefix + "dprob"), Func(prefix + "dscore"), Func(prefix + "dsigma_term")};
     const RDom &rd = t.scores.rd;
     const Expr s = t.scores.score(v.j, v.i, v.h, v.b);  // the direct form's self pair is 0 as computed
@@ -126,7 +131,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
                             Func dsigma, Func spread) {
     const Vars &v = p.v;
     const bool direct = form == ScoreForm::Direct;
-    define_backward_inputs(p, x, y, lse, dy, head_dim, mask, form);
+    define_backward_inputs(p, x, Func(), y, lse, dy, head_dim, mask, form);
     p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair
     // term instead of once per term of its sum.

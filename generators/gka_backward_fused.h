@@ -44,30 +44,34 @@ struct FusedBackwardPipeline : BackwardInputs {
     Func query_stats{"query_stats"};  // sum_j dS_tj / sigma^2 (Expansion)      (h, t, b, group)
     // and the groups' totals.
     RDom groups;
-    Func pair_sum{"pair_sum"};      // key_sum + query_sum                       (d, h, t, b)
+    Func pair_sum{"pair_sum"};      // key_sum + query_sum; a chunk's query_sum   (d, h, t, b)
+    Func key_pair_sum{"key_pair_sum"};  // a chunk's key_sum (its keys' own tokens)   (d, h, t, b)
     Func dscore_sum{"dscore_sum"};  // (sum_i dS_it + sum_j dS_tj) / sigma^2     (h, t, b)
 
     RDom tokens;                    // every (t, b, group), for dsigma
     Func dsigma_sum{"dsigma_sum"};  // sum dS_ij (-2 s_ij / sigma_h)             (h)
-    Func dx, dsigma, spread;        // the outputs
+    Func dx, dx_keys, dsigma, spread;  // the outputs (dx_keys: a chunk's)
 };
 
 // The key bands are mask.band_size keys, walked key_block keys at a time; the
 // queries of a band's window go by blocks of query_block (Mask::query_in_window).
-// `groups`: of key bands, each summed apart (>= 1).
-inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy,
+// `groups`: of key bands, each summed apart (>= 1). A chunk (gka_forward.h) has
+// `keys` of its own, whose paths go to dx_keys, and its queries' to dx; its
+// dsigma sums its pairs' terms.
+inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func keys, Func sigma, Func y, Func lse, Func dy,
                                   Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
-                                  Expr groups, ScoreForm form, Func dx, Func dsigma, Func spread) {
+                                  Expr groups, ScoreForm form, Func dx, Func dx_keys, Func dsigma, Func spread) {
     if (mask.band_size % key_block != 0) {
         throw std::invalid_argument("gka backward: the band must be a multiple of key_block");
     }
     const Vars &v = p.v;
-    define_backward_inputs(p, x, y, lse, dy, head_dim, mask, form);
+    const bool chunk = keys.defined();
+    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form);
     const Expr inv_var = 1.0f / (sigma(v.h) * sigma(v.h));
     p.terms = pair_terms(p, sigma, "", inv_var);
 
-    const Expr bands = mask.bands();
-    const Expr blocks = (mask.window_extent() + query_block - 1) / query_block;
+    const Expr bands = mask.key_bands();
+    const Expr blocks = (mask.query_window_extent() + query_block - 1) / query_block;
     const Expr bands_per_group = (bands + groups - 1) / groups;
     p.pairs = RDom({{0, key_block}, {0, query_block}, {0, mask.band_size / key_block}, {0, blocks},
                     {0, bands_per_group}},
@@ -85,7 +89,7 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
 
     const Expr ds = p.terms.dscore(key, query, v.h, v.b), prob = p.terms.prob(key, query, v.h, v.b);
     const bool direct = form == ScoreForm::Direct;
-    const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.x(v.d, v.h, key, v.b);
+    const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
     p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.key_sum(v.d, v.h, key, v.b, g) += ds * (direct ? query_x - key_x : query_x) + prob * p.dy(v.d, v.h, query, v.b);
     p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};
@@ -95,11 +99,19 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     p.query_sum(v.d, v.h, query, v.b, g) += ds * (direct ? key_x - query_x : key_x);
 
     p.groups = RDom(0, groups, "groups");
-    p.pair_sum(v.d, v.h, v.t, v.b) +=
-        p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
-    if (direct) {
+    if (chunk) {  // (direct)
+        p.pair_sum(v.d, v.h, v.t, v.b) += p.query_sum(v.d, v.h, v.t, v.b, p.groups);
+        p.key_pair_sum(v.d, v.h, v.t, v.b) += p.key_sum(v.d, v.h, v.t, v.b, p.groups);
+        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, p.pair_sum(v.d, v.h, v.t, v.b));
+        dx_keys(v.d, v.h, v.t, v.b) = as_element_of(dx_keys, p.key_pair_sum(v.d, v.h, v.t, v.b));
+        p.dx_keys = dx_keys;
+    } else if (direct) {
+        p.pair_sum(v.d, v.h, v.t, v.b) +=
+            p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
         dx(v.d, v.h, v.t, v.b) = as_element_of(dx, p.pair_sum(v.d, v.h, v.t, v.b));
     } else {
+        p.pair_sum(v.d, v.h, v.t, v.b) +=
+            p.key_sum(v.d, v.h, v.t, v.b, p.groups) + p.query_sum(v.d, v.h, v.t, v.b, p.groups);
         p.query_stats(v.h, v.t, v.b, g) = 0.0f;
         p.query_stats(v.h, query, v.b, g) += ds;
         p.dscore_sum(v.h, v.t, v.b) +=
@@ -109,7 +121,7 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func sigma, 
     }
 
     // dsigma_h = sum dS_ij (-2 s_ij / sigma_h) (PairTerms::dsigma_term), summed in a fixed order.
-    p.tokens = RDom(0, mask.seq_len, 0, batch, 0, groups, "tokens");
+    p.tokens = RDom(0, mask.key_len, 0, batch, 0, groups, "tokens");
     p.dsigma_sum(v.h) += p.key_stats(v.h, p.tokens.x, p.tokens.y, p.tokens.z)[1];
     dsigma(v.h) = p.dsigma_sum(v.h);
     define_spread(spread, p.terms.scores, mask.seq_len, v);

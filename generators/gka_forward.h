@@ -8,7 +8,14 @@
 // weights are thousands of times below 1, does not lose them one by one
 // against it (their errors would grow with the row's length), and a row whose
 // only key is itself gives y_i = x_i and lse_i = 0 exactly.
+//
+// A chunk (gka.h, gka_forward_chunk) is a block of queries against a block of
+// keys of their own (Mask's shift places them): its partial y and lse, over
+// its pairs alone. The self pair is among them only where the query's own
+// position is among the keys; a row with no pair gives lse = -inf and y = 0.
 #pragma once
+
+#include <limits>
 
 #include "gka_math.h"
 
@@ -20,6 +27,7 @@ struct ForwardPipeline {
     Mask mask;
     ScoreForm form;
     Func x;                             // features, clamped past T (d, h, t, b)
+    Func values;                        // the keys' features: x, or a chunk's keys (d, h, t, b)
     Centre centre;                      // (d, h, b)
     Func centred{"centred"};            // x - centre                      (d, h, t, b)
     Scores scores;
@@ -30,31 +38,47 @@ struct ForwardPipeline {
     Func y, lse, spread;                // the outputs
 };
 
-// key_block: the keys a block of a band's window (Mask::window).
-inline void define_forward(ForwardPipeline &p, Func x, Func sigma, Expr head_dim, const Mask &mask, int key_block,
-                           ScoreForm form, Func y, Func lse, Func spread) {
+// key_block: the keys a block of a band's window (Mask::window). `keys`: a
+// chunk's (the direct form's alone), or undefined: the queries' own tokens.
+inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Expr head_dim, const Mask &mask,
+                           int key_block, ScoreForm form, Func y, Func lse, Func spread) {
     const Vars &v = p.v;
+    const bool chunk = keys.defined();
+    if (chunk && form != ScoreForm::Direct) throw std::invalid_argument("gka forward: chunks take scores=direct");
     p.head_dim = head_dim;
     p.mask = mask;
     p.form = form;
     p.x = clamped_features(x, mask.seq_len);
+    p.values = chunk ? clamped_features(keys, mask.key_len) : p.x;
     p.centre = feature_centre(p.x, mask.seq_len, v);
     p.centred(v.d, v.h, v.t, v.b) = p.x(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
-    p.scores = gaussian_scores(form == ScoreForm::Expansion ? p.centred : p.x, p.centred, sigma, head_dim, form, v);
-    p.weight(v.j, v.i, v.h, v.b) = Halide::select(mask.allowed(v.i, v.j) && v.i != v.j,
+    if (form == ScoreForm::Expansion) {
+        p.scores = gaussian_scores(p.centred, p.centred, sigma, head_dim, form, v);
+    } else {
+        p.scores = gaussian_scores(p.values, p.x, p.centred, sigma, head_dim, form, v);
+    }
+    p.weight(v.j, v.i, v.h, v.b) = Halide::select(mask.allowed(v.i, v.j) && mask.position(v.i) != v.j,
                                                   exp_nonpositive(p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);
 
     p.keys = mask.window("k", key_block);
     const Expr query = mask.token(v.band, v.offset);
     const Expr key = mask.key_in_window(p.keys, v.band);
-    p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b) * p.x(v.d, v.h, key, v.b);
+    p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b) * p.values(v.d, v.h, key, v.b);
     p.row_sum(v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b);
 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
-    const Expr others = p.row_sum(offset, band, v.h, v.b);
-    y(v.d, v.h, v.t, v.b) =
-        as_element_of(y, (p.x(v.d, v.h, v.t, v.b) + p.weighted_sum(v.d, offset, band, v.h, v.b)) / (1.0f + others));
-    lse(v.t, v.h, v.b) = Halide::select(others == 0.0f, 0.0f, Halide::log(1.0f + others));
+    const Expr others = p.row_sum(offset, band, v.h, v.b), sum = p.weighted_sum(v.d, offset, band, v.h, v.b);
+    if (chunk) {
+        // The self pair's weight 1 where the query's own position is a key of the chunk.
+        const Expr at = mask.position(v.t);
+        const Expr self = Halide::select(at >= 0 && at < mask.key_len, 1.0f, 0.0f), total = self + others;
+        y(v.d, v.h, v.t, v.b) =
+            as_element_of(y, Halide::select(total == 0.0f, 0.0f, (self * p.x(v.d, v.h, v.t, v.b) + sum) / total));
+        lse(v.t, v.h, v.b) = Halide::select(total == 0.0f, Expr(-std::numeric_limits<float>::infinity()), Halide::log(total));
+    } else {
+        y(v.d, v.h, v.t, v.b) = as_element_of(y, (p.x(v.d, v.h, v.t, v.b) + sum) / (1.0f + others));
+        lse(v.t, v.h, v.b) = Halide::select(others == 0.0f, 0.0f, Halide::log(1.0f + others));
+    }
     define_spread(spread, p.scores, mask.seq_len, v);
     p.y = y;
     p.lse = lse;

@@ -24,6 +24,10 @@ struct Vars {
 // FlashAttention's window (left, right), -1 meaning unbounded, as the two spans
 // of the mask  i - left_span <= j <= i + right_span.
 //
+// Queries and keys are the same tokens (seq_len of them), except in a chunk
+// (gka.h, gka_forward_chunk): seq_len queries against key_len keys, query i at
+// key position i + shift. The mask is the same on positions.
+//
 // Sums run over bands of band_size consecutive tokens. The keys any query of a
 // band may attend lie in one window of at most band_size + left_span + right_span
 // keys, so a reduction domain of that uniform extent, placed per band, covers
@@ -39,25 +43,39 @@ struct Vars {
 // blocks at or below the diagonal only.
 struct Mask {
     Expr seq_len, left_span, right_span;
+    Expr key_len, shift;  // a chunk's keys, and its queries' offset among them
     int band_size = 1;
 
     Mask() = default;
-    Mask(Expr left, Expr right, Expr seq_len, int band_size)
+    Mask(Expr left, Expr right, Expr seq_len, int band_size) : Mask(left, right, seq_len, seq_len, 0, seq_len, band_size) {}
+    // A chunk's: a span of `span_limit` or more reaches every key from every query.
+    Mask(Expr left, Expr right, Expr seq_len, Expr key_len, Expr shift, Expr span_limit, int band_size)
         : seq_len(seq_len),
-          left_span(Halide::select(left < 0, seq_len, Halide::min(left, seq_len))),
-          right_span(Halide::select(right < 0, seq_len, Halide::min(right, seq_len))),
+          left_span(Halide::select(left < 0, span_limit, Halide::min(left, span_limit))),
+          right_span(Halide::select(right < 0, span_limit, Halide::min(right, span_limit))),
+          key_len(key_len),
+          shift(shift),
           band_size(band_size) {
     }
 
+    // Query i's position among the keys.
+    Expr position(const Expr &query) const { return Halide::Internal::is_const_zero(shift) ? query : query + shift; }
+
     // Tokens past the end (a window's last block may reach them) are never allowed.
     // One unsigned comparison tests both bounds (a key below the first wraps to
-    // a large value): half the vector work of two.
+    // a large value): half the vector work of two. It needs first <= last,
+    // which a chunk's query past its keys' window breaks: chunks compare twice.
     Expr allowed(const Expr &query, const Expr &key) const {
-        const Expr first = query - left_span, last = Halide::min(query + right_span, seq_len - 1);
+        const Expr at = position(query);
+        const Expr first = at - left_span, last = Halide::min(at + right_span, key_len - 1);
+        if (!Halide::Internal::is_const_zero(shift)) return first <= key && key <= last && query < seq_len;
         return Halide::cast<uint32_t>(key - first) <= Halide::cast<uint32_t>(last - first) && query < seq_len;
     }
-    Expr window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
+    // The keys of a query band's window, the queries of a key band's.
+    Expr window_extent() const { return Halide::min(band_size + left_span + right_span, key_len); }
+    Expr query_window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
     Expr bands() const { return (seq_len + band_size - 1) / band_size; }
+    Expr key_bands() const { return (key_len + band_size - 1) / band_size; }
 
     Expr token(const Expr &band, const Expr &offset) const { return band * band_size + offset; }
 
@@ -68,21 +86,23 @@ struct Mask {
     }
     // The key at r of the window of the queries of `band`; bounds r to the band's last key.
     Expr key_in_window(RDom &r, const Expr &band) const {
-        return in_window(r, Halide::max(band * band_size - left_span, 0), band * band_size + band_size - 1 + right_span);
+        return in_window(r, r.x, r.y, Halide::max(position(band * band_size) - left_span, 0),
+                         position(band * band_size + band_size - 1) + right_span, key_len);
     }
     // The query at r of the window of the keys of `band`; bounds r to the band's last query.
     Expr query_in_window(RDom &r, const Expr &band) const { return query_in_window(r, r.x, r.y, band); }
     // The same over any two dimensions of r: `in_block` (of extent `block`) and `block`.
     Expr query_in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &band) const {
-        return in_window(r, in_block, block, Halide::max(band * band_size - right_span, 0),
-                         band * band_size + band_size - 1 + left_span);
+        const Expr first = band * band_size - right_span, last = band * band_size + band_size - 1 + left_span;
+        const bool self = Halide::Internal::is_const_zero(shift);
+        return in_window(r, in_block, block, Halide::max(self ? first : first - shift, 0), self ? last : last - shift,
+                         seq_len);
     }
 
 private:
-    Expr in_window(RDom &r, const Expr &first, const Expr &last) const { return in_window(r, r.x, r.y, first, last); }
     Expr in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &first,
-                   const Expr &last) const {
-        const Expr last_token = Halide::min(last, seq_len - 1), block_start = block * in_block.extent();
+                   const Expr &last, const Expr &length) const {
+        const Expr last_token = Halide::min(last, length - 1), block_start = block * in_block.extent();
         r.where(block_start <= last_token - first);  // the block: skipped whole past the last token
         return first + block_start + in_block;
     }

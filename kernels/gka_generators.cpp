@@ -61,7 +61,9 @@ void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &ba
 // how the scores form |x_i - x_j|^2 (gka::ScoreForm); and the features' element
 // type (x, y, dy and dx: float32, or bfloat16, computed in float32 all the same).
 // The feature tensors' type is a parameter, so each generator adds its inputs and
-// outputs in configure(), in the order of its function's arguments.
+// outputs in configure(), in the order of its function's arguments. `chunk`:
+// the forward and backward of a chunk (gka.h, gka_forward_chunk): queries
+// against keys of their own, `shift` placing the queries among the keys.
 template<class G>
 class GkaGenerator : public Generator<G> {
 public:
@@ -69,6 +71,7 @@ public:
     GeneratorParam<int> fixed_head_dim{"head_dim", 0};
     GeneratorParam<gka::ScoreForm> form{"scores", gka::ScoreForm::Expansion, score_forms};
     GeneratorParam<Type> element{"element", Float(32)};
+    GeneratorParam<bool> chunk{"chunk", false};
 
 protected:
     // (d, h, t, b) in the element type
@@ -77,6 +80,16 @@ protected:
     }
     GeneratorOutput<Buffer<void, 4>> *add_feature_output(const std::string &name) {
         return this->template add_output<Buffer<void, 4>>(name, Type(element));
+    }
+    // A chunk's mask: seq_len queries at key positions shift onwards, against key_len keys.
+    gka::Mask chunk_mask(Expr left, Expr right, Expr seq_len, Expr key_len, Expr shift, int band) const {
+        return gka::Mask(left, right, seq_len, key_len, shift, seq_len + key_len + Halide::abs(shift), band);
+    }
+    // A chunk's keys as many as its queries, just before them.
+    template<typename Buf, typename Shift>
+    void estimate_chunk(Buf &keys, Shift &shift) const {
+        estimate_features(keys, estimated_head_dim());
+        shift.set_estimate(estimate_seq_len);
     }
     Expr head_dim_of(GeneratorInput<Buffer<>> &x) const {
         return fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
@@ -87,7 +100,9 @@ protected:
 class GkaForward : public GkaGenerator<GkaForward> {
 public:
     Input<Buffer<>> *x;                 // (d, h, t, b)
+    Input<Buffer<>> *keys = nullptr;    // a chunk's (d, h, t, b)
     Input<Buffer<float, 1>> *sigma;     // (h)
+    Input<int32_t> *shift = nullptr;    // a chunk's: query 0's key position
     Input<int32_t> *left, *right;       // FlashAttention's window, -1 = unbounded
     Output<Buffer<void, 4>> *y;         // (d, h, t, b)
     Output<Buffer<float, 3>> *lse;      // (t, h, b)
@@ -95,7 +110,9 @@ public:
 
     void configure() {
         x = add_features("x");
+        if (chunk) keys = add_features("keys");
         sigma = add_input<Buffer<float, 1>>("sigma");
+        if (chunk) shift = add_input<int32_t>("shift");
         left = add_input<int32_t>("left");
         right = add_input<int32_t>("right");
         y = add_feature_output("y");
@@ -109,11 +126,15 @@ public:
 
         const gka::ForwardSchedule schedule(get_target(), knobs);
         gka::ForwardPipeline p;
-        gka::define_forward(p, *x, *sigma, head_dim, gka::Mask(*left, *right, seq_len, schedule.band()),
-                            schedule.key_tile(), form, *y, *lse, *spread);
+        const Expr key_len = chunk ? keys->dim(2).extent() : seq_len;
+        const gka::Mask mask = chunk ? chunk_mask(*left, *right, seq_len, key_len, *shift, schedule.band())
+                                     : gka::Mask(*left, *right, seq_len, schedule.band());
+        gka::define_forward(p, *x, chunk ? Func(*keys) : Func(), *sigma, head_dim, mask, schedule.key_tile(), form, *y,
+                            *lse, *spread);
         if (using_autoscheduler()) {
             estimate_features(*x, estimated_head_dim());
             estimate_features(*y, estimated_head_dim());
+            if (chunk) estimate_chunk(*keys, *shift);
             estimate_rows(*lse);
             estimate_heads_and_window(*sigma, *left, *right);
             spread->set_estimates({{0, estimate_heads}, {0, estimate_batch}});
@@ -122,6 +143,7 @@ public:
         }
 
         dense_features(*x, head_dim, heads, seq_len, batch);
+        if (chunk) dense_features(*keys, head_dim, heads, key_len, batch);
         dense_features(*y, head_dim, heads, seq_len, batch);
         dense_rows(*lse, heads, seq_len, batch);
         dense_per_head(*spread, heads, batch);
@@ -132,22 +154,28 @@ public:
 class GkaBackward : public GkaGenerator<GkaBackward> {
 public:
     Input<Buffer<>> *x, *y, *dy;        // x, the forward's y, dL/dy: (d, h, t, b)
+    Input<Buffer<>> *keys = nullptr;    // a chunk's (d, h, t, b)
     Input<Buffer<float, 1>> *sigma;     // (h)
     Input<Buffer<float, 3>> *lse;       // the forward's (t, h, b)
+    Input<int32_t> *shift = nullptr;    // a chunk's: query 0's key position
     Input<int32_t> *left, *right;
     Output<Buffer<void, 4>> *dx;        // (d, h, t, b)
+    Output<Buffer<void, 4>> *dx_keys = nullptr;  // a chunk's keys' (d, h, t, b)
     Output<Buffer<float, 1>> *dsigma;   // (h)
     Output<Buffer<float, 2>> *spread;   // max_t |x_t - centre|^2   (h, b)
 
     void configure() {
         x = add_features("x");
+        if (chunk) keys = add_features("keys");
         sigma = add_input<Buffer<float, 1>>("sigma");
         y = add_features("y");
         lse = add_input<Buffer<float, 3>>("lse");
         dy = add_features("dy");
+        if (chunk) shift = add_input<int32_t>("shift");
         left = add_input<int32_t>("left");
         right = add_input<int32_t>("right");
         dx = add_feature_output("dx");
+        if (chunk) dx_keys = add_feature_output("dx_keys");
         dsigma = add_output<Buffer<float, 1>>("dsigma");
         spread = add_output<Buffer<float, 2>>("spread");
     }
@@ -157,20 +185,25 @@ public:
         const Expr seq_len = x->dim(2).extent(), batch = x->dim(3).extent();
 
         const gka::BackwardSchedule schedule(get_target(), knobs);
-        const gka::Mask mask(*left, *right, seq_len, schedule.band());
+        const Expr key_len = chunk ? keys->dim(2).extent() : seq_len;
+        const gka::Mask mask = chunk ? chunk_mask(*left, *right, seq_len, key_len, *shift, schedule.band())
+                                     : gka::Mask(*left, *right, seq_len, schedule.band());
         gka::BackwardPipeline two_passes;
         gka::FusedBackwardPipeline one_pass;
+        if (chunk && schedule.two_pass()) throw std::invalid_argument("gka_backward: chunks have CPU schedules alone");
         if (schedule.two_pass()) {
             gka::define_backward(two_passes, *x, *sigma, *y, *lse, *dy, head_dim, batch, mask, schedule.key_block(),
                                  schedule.query_block(), form, *dx, *dsigma, *spread);
         } else {
-            gka::define_backward_fused(one_pass, *x, *sigma, *y, *lse, *dy, head_dim, batch, mask,
-                                       schedule.key_block(), schedule.query_block(),
-                                       schedule.groups(heads * batch, mask.bands()), form, *dx, *dsigma, *spread);
+            gka::define_backward_fused(one_pass, *x, chunk ? Func(*keys) : Func(), *sigma, *y, *lse, *dy, head_dim,
+                                       batch, mask, schedule.key_block(), schedule.query_block(),
+                                       schedule.groups(heads * batch, mask.key_bands()), form, *dx,
+                                       chunk ? Func(*dx_keys) : Func(), *dsigma, *spread);
         }
         if (using_autoscheduler()) {
             for (auto *buf : {x, y, dy}) estimate_features(*buf, estimated_head_dim());
             estimate_features(*dx, estimated_head_dim());
+            if (chunk) estimate_chunk(*keys, *shift), estimate_features(*dx_keys, estimated_head_dim());
             estimate_rows(*lse);
             estimate_heads_and_window(*sigma, *left, *right);
             dsigma->set_estimates({{0, estimate_heads}});
@@ -183,6 +216,10 @@ public:
 
         for (auto *buf : {x, y, dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
         dense_features(*dx, head_dim, heads, seq_len, batch);
+        if (chunk) {
+            dense_features(*keys, head_dim, heads, key_len, batch);
+            dense_features(*dx_keys, head_dim, heads, key_len, batch);
+        }
         dense_rows(*lse, heads, seq_len, batch);
         sigma->dim(0).set_bounds(0, heads);
         dsigma->dim(0).set_bounds(0, heads);

@@ -141,6 +141,7 @@ gka_status ran(const char *kernel, int code, gka_status other) {
     return s;
 }
 void initialize_once() { std::call_once(initialized, initialize); }
+const gka::CpuFamily *cpu_family() { return current_family(); }
 
 gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
                            std::initializer_list<std::pair<const void *, const char *>> pointers,
@@ -469,6 +470,10 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
         if (!bf16) pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len));
     } else if (p == "decode") {
         pick(gka::decode_variant(family, shape.head_dim, element));
+    } else if (p == "forward_chunk" && !bf16) {
+        pick(gka::forward_chunk_variant(family, shape.head_dim));
+    } else if (p == "backward_chunk" && !bf16) {
+        pick(gka::backward_chunk_variant(family, shape.head_dim));
     }
     if (name && knobs) *knobs = compiled_knobs;
     return name;

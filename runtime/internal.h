@@ -9,6 +9,10 @@
 
 #include "gka/gka.h"
 
+namespace gka {
+struct CpuFamily;
+}
+
 namespace gka::internal {
 
 // Records `message` as this thread's gka_last_error() and returns `status`.
@@ -23,6 +27,9 @@ gka_status from_halide(int code, const std::string &where, gka_status other);
 gka_status ran(const char *kernel, int code, gka_status other);
 // Installs Halide's error handler and reads the environment, once.
 void initialize_once();
+// The CPU family that runs now (forced or the best the host runs), or null
+// with the error recorded.
+const CpuFamily *cpu_family();
 
 // Shape, NULL pointers, window, sigma (only if it is host memory: device memory
 // is never read here) and the kernels' 32-bit index limit.

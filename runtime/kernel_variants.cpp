@@ -22,6 +22,8 @@ const std::vector<CudaFamily> cuda_family_list = {GKA_CUDA_FAMILIES};
     {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, Scores::scores, Element::element},
 const std::vector<Variant<ForwardKernel>> forward_variants = {GKA_FORWARD_CPU_VARIANTS};
 const std::vector<Variant<BackwardKernel>> backward_variants = {GKA_BACKWARD_CPU_VARIANTS};
+const std::vector<Variant<ForwardChunkKernel>> forward_chunk_variants = {GKA_FORWARD_CHUNK_CPU_VARIANTS};
+const std::vector<Variant<BackwardChunkKernel>> backward_chunk_variants = {GKA_BACKWARD_CHUNK_CPU_VARIANTS};
 const std::vector<Variant<DecodeKernel>> decode_variants = {GKA_DECODE_CPU_VARIANTS};
 // Empty where the table has no CUDA family for this architecture.
 const std::vector<Variant<CudaForwardKernel>> cuda_forward_variants = {GKA_FORWARD_CUDA_VARIANTS};
@@ -51,6 +53,12 @@ const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_d
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind kind,
                                                 int64_t seq_len, Scores scores, Element element) {
     return narrowest(backward_variants, family, head_dim, kind, seq_len, scores, element);
+}
+const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, int64_t head_dim) {
+    return narrowest(forward_chunk_variants, family, head_dim, WindowKind::ANY, 1, Scores::direct, Element::f32);
+}
+const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, int64_t head_dim) {
+    return narrowest(backward_chunk_variants, family, head_dim, WindowKind::ANY, 1, Scores::direct, Element::f32);
 }
 const Variant<DecodeKernel> *decode_variant(const char *family, int64_t head_dim, Element element) {
     return narrowest(decode_variants, family, head_dim, WindowKind::ANY, 1, Scores::direct, element);

@@ -21,6 +21,15 @@ using ForwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, int32_
 using BackwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *y,
                                halide_buffer_t *lse, halide_buffer_t *dy, int32_t left, int32_t right,
                                halide_buffer_t *dx, halide_buffer_t *dsigma, halide_buffer_t *spread);
+// A chunk's passes (gka.h, gka_forward_chunk): queries x against keys of their
+// own, query 0 at key position shift; dx_keys the keys' paths.
+using ForwardChunkKernel = int (*)(halide_buffer_t *x, halide_buffer_t *keys, halide_buffer_t *sigma, int32_t shift,
+                                   int32_t left, int32_t right, halide_buffer_t *y, halide_buffer_t *lse,
+                                   halide_buffer_t *spread);
+using BackwardChunkKernel = int (*)(halide_buffer_t *x, halide_buffer_t *keys, halide_buffer_t *sigma,
+                                    halide_buffer_t *y, halide_buffer_t *lse, halide_buffer_t *dy, int32_t shift,
+                                    int32_t left, int32_t right, halide_buffer_t *dx, halide_buffer_t *dx_keys,
+                                    halide_buffer_t *dsigma, halide_buffer_t *spread);
 // Decode (generators/gka_decode.h): the new tokens x (d, h, q, b) against the
 // cache (d, h, slot, b) of lengths (b, int32) tokens; the window's right span is 0.
 using DecodeKernel = int (*)(halide_buffer_t *x, halide_buffer_t *cache, halide_buffer_t *lengths,
@@ -84,6 +93,9 @@ const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_d
                                               Scores = Scores::expansion, Element = Element::f32);
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
                                                 Scores = Scores::expansion, Element = Element::f32);
+// A chunk's passes: the direct form, float32.
+const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, int64_t head_dim);
+const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, int64_t head_dim);
 const Variant<DecodeKernel> *decode_variant(const char *family, int64_t head_dim, Element = Element::f32);
 const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind,
                                                       int64_t seq_len);

@@ -129,6 +129,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     schedule_centre(p.centre, v, vec);
     if (p.form == ScoreForm::Expansion) schedule_token_dot(p.delta, v, p.head_dim, vec);
     head_major(p.x, vec);
+    if (p.dx_keys.defined()) head_major(p.key_x, vec);  // a chunk's keys
     head_major(p.dy, vec);
     schedule_token_dot(p.terms.scores.sqnorm, v, p.head_dim, vec);
 
@@ -201,10 +202,16 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);
     // The groups' totals, 16 tokens of a head at a time (one group: a copy).
-    p.pair_sum.compute_at(p.dx, v.h);
     if (p.form == ScoreForm::Expansion) p.dscore_sum.compute_at(p.dx, v.h);
-    p.pair_sum.vectorize(v.d, vec, TailStrategy::GuardWithIf);
-    p.pair_sum.update().reorder(v.d, p.groups).vectorize(v.d, vec, TailStrategy::GuardWithIf);
+    std::vector<std::pair<Func, Func>> totals = {{p.dx, p.pair_sum}};
+    if (p.dx_keys.defined()) {  // a chunk's keys' own
+        schedule_token_output(p.dx_keys, v, vec);
+        totals.push_back({p.dx_keys, p.key_pair_sum});
+    }
+    for (auto &[out, total] : totals) {
+        total.compute_at(out, v.h).vectorize(v.d, vec, TailStrategy::GuardWithIf);
+        total.update().reorder(v.d, p.groups).vectorize(v.d, vec, TailStrategy::GuardWithIf);
+    }
 }
 
 }  // namespace gka

@@ -139,7 +139,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     // in place, the values from a head-major copy of x, the Expansion's keys
     // from one of the centred features (centring them as they are read would
     // add an operation to each of the GEMM's broadcasts).
-    head_major(p.x, vec);
+    head_major(p.values, vec);
     if (p.form == ScoreForm::Expansion) head_major(p.scores.key_features, vec);
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);

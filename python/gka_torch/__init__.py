@@ -6,7 +6,9 @@
 gka_attention is the custom op torch.ops.gka.forward (which also returns lse
 [B,H,T]) with an autograd formula calling torch.ops.gka.backward: gradients
 flow to x and sigma, and torch.compile keeps each op whole. gka_attention_varlen
-runs packed sequences of mixed lengths (torch.ops.gka.forward_varlen). gka_decode runs new
+runs packed sequences of mixed lengths (torch.ops.gka.forward_varlen);
+gka_attention_chunked cuts the sequence into chunks whose partial results merge
+exactly (torch.ops.gka.forward_chunk, merge_chunks). gka_decode runs new
 tokens against a cache of the features before them (torch.ops.gka.decode). libgka is loaded
 with ctypes from GKA_LIBRARY (a path) if set, else from the installation this
 package came with, else from the system's library path (gka_torch._lib).
@@ -17,13 +19,13 @@ except ImportError as e:
     raise ImportError("gka_torch needs PyTorch: pip install torch "
                       "(CPU-only: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from e
 
-from ._ops import LIBRARY_PATH, gka_attention, gka_attention_varlen, gka_decode
+from ._ops import LIBRARY_PATH, gka_attention, gka_attention_chunked, gka_attention_varlen, gka_decode, merge_chunks
 from ._ops import LIB as _LIB
 from ._lib import has_cuda as _has_cuda
 from .reference import gka_attention_reference, gka_forward_reference
 
-__all__ = ["gka_attention", "gka_attention_varlen", "gka_decode", "gka_attention_reference", "gka_forward_reference",
-           "library_path", "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel"]
+__all__ = ["gka_attention", "gka_attention_varlen", "gka_attention_chunked", "merge_chunks", "gka_decode",
+           "gka_attention_reference", "gka_forward_reference", "library_path", "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel"]
 
 library_path = LIBRARY_PATH  # the libgka this process loaded
 

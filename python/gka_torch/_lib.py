@@ -34,6 +34,10 @@ class Window(ctypes.Structure):
     _fields_ = [("left", ctypes.c_int64), ("right", ctypes.c_int64)]
 
 
+class Chunk(ctypes.Structure):
+    _fields_ = [("query_start", ctypes.c_int64), ("key_start", ctypes.c_int64), ("key_len", ctypes.c_int64)]
+
+
 _p = ctypes.c_void_p
 _status = ctypes.c_int
 
@@ -50,6 +54,8 @@ _HOST_SIGNATURES = {
     "gka_backward_varlen": [Shape, _p, Window, _p, _p, _p, _p, _p, _p, _p],
     "gka_forward_varlen_bf16": [Shape, _p, Window, _p, _p, _p, _p],
     "gka_backward_varlen_bf16": [Shape, _p, Window, _p, _p, _p, _p, _p, _p, _p],
+    "gka_forward_chunk": [Shape, Chunk, Window, _p, _p, _p, _p, _p],
+    "gka_backward_chunk": [Shape, Chunk, Window, _p, _p, _p, _p, _p, _p, _p, _p, _p],
 }
 
 # The CUDA entry points (gka.h), where a libgka has them: device pointers and

@@ -1,6 +1,7 @@
 """The custom ops gka::forward and gka::backward over libgka, and their autograd;
-their variable-length forms gka::forward_varlen and gka::backward_varlen; gka::decode,
-inference against a feature cache.
+their variable-length forms gka::forward_varlen and gka::backward_varlen; a chunk's
+passes gka::forward_chunk and gka::backward_chunk; gka::decode, inference against a
+feature cache.
 
 Both are torch.library custom ops: opaque to torch.compile (one node each in the
 graph; their fake implementations give only output shapes), and gka::forward's
@@ -286,6 +287,141 @@ def _backward_varlen(ctx, dy, _dlse):
 
 
 forward_varlen.register_autograd(_backward_varlen, setup_context=_setup_varlen_context)
+
+
+def _run_chunk(name, x, keys, query_start, key_start, window, *tensors):
+    B, T, H, D = x.shape
+    chunk = _lib.Chunk(query_start, key_start, keys.shape[1])
+    status = getattr(LIB, name)(_lib.Shape(B, T, H, D), chunk, _lib.Window(*window), *(t.data_ptr() for t in tensors))
+    _lib.check(LIB, status, name)
+
+
+def _check_chunk(x, keys, sigma, fake=False):
+    _check(x, sigma, fake=fake)
+    if not fake and (x.device.type != "cpu" or x.dtype != torch.float32):
+        raise NotImplementedError(f"gka: the chunk kernels take float32 CPU tensors, got {x.dtype} on {x.device}")
+    if keys.dim() != 4 or keys.shape[0] != x.shape[0] or keys.shape[2:] != x.shape[2:]:
+        raise ValueError(f"gka: keys must be [batch, key_len, heads, head_dim] = [{x.shape[0]}, key_len, "
+                         f"{x.shape[2]}, {x.shape[3]}], got shape {tuple(keys.shape)}")
+    if keys.dtype != x.dtype or keys.device != x.device:
+        raise TypeError(f"gka: keys must be {x.dtype} on {x.device}, got {keys.dtype} on {keys.device}")
+
+
+@torch.library.custom_op("gka::forward_chunk", mutates_args=())
+def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, query_start: int, key_start: int,
+                  left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y_c [B,Tq,H,D], lse_c [B,H,Tq]): the partial results of queries x at positions
+    query_start.. against keys at key_start.. (gka.h, gka_forward_chunk)."""
+    _check_chunk(x, keys, sigma)
+    x, keys, sigma = x.contiguous(), keys.contiguous(), sigma.float().contiguous()
+    B, T, H, D = x.shape
+    y = torch.empty_like(x)
+    lse = torch.empty((B, H, T), dtype=torch.float32)
+    if x.numel() > 0 and keys.numel() > 0:
+        _run_chunk("gka_forward_chunk", x, keys, query_start, key_start, (left, right), x, keys, sigma, y, lse)
+    else:
+        y.zero_(), lse.fill_(float("-inf"))
+    return y, lse
+
+
+@forward_chunk.register_fake
+def _(x, keys, sigma, query_start, key_start, left, right):
+    _check_chunk(x, keys, sigma, fake=True)
+    B, T, H, D = x.shape
+    return torch.empty_like(x), x.new_empty((B, H, T), dtype=torch.float32)
+
+
+@torch.library.custom_op("gka::backward_chunk", mutates_args=())
+def backward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.Tensor,
+                   dy: torch.Tensor, query_start: int, key_start: int, left: int,
+                   right: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dx_keys, dsigma): a chunk's contributions to the gradients, from the merged
+    y and lse of its queries (gka.h, gka_backward_chunk)."""
+    _check_chunk(x, keys, sigma)
+    B, T, H, D = x.shape
+    if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
+        raise ValueError(f"gka: backward_chunk needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, Tq], "
+                         f"got y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    x, keys, y, lse, dy = (t.contiguous() for t in (x, keys, y, lse, dy))
+    sigma = sigma.float().contiguous()
+    dx, dx_keys = torch.zeros_like(x), torch.zeros_like(keys)
+    dsigma = torch.zeros((H,), dtype=torch.float32)
+    if x.numel() > 0 and keys.numel() > 0:
+        _run_chunk("gka_backward_chunk", x, keys, query_start, key_start, (left, right), x, keys, sigma, y, lse, dy,
+                   dx, dx_keys, dsigma)
+    return dx, dx_keys, dsigma
+
+
+@backward_chunk.register_fake
+def _(x, keys, sigma, y, lse, dy, query_start, key_start, left, right):
+    _check_chunk(x, keys, sigma, fake=True)
+    return torch.empty_like(x), torch.empty_like(keys), sigma.new_empty(sigma.shape, dtype=torch.float32)
+
+
+def merge_chunks(ys, lses):
+    """The exact merge of chunks' partial results for the same queries:
+    lse = log sum_c exp(lse_c), y = sum_c exp(lse_c - lse) y_c (a chunk with
+    lse_c = -inf adds nothing). ys: [B,Tq,H,D] each, lses: [B,H,Tq] each."""
+    lse = torch.logsumexp(torch.stack(lses), dim=0)
+    y = sum(torch.exp(l - lse).transpose(1, 2).unsqueeze(-1) * yc for yc, l in zip(ys, lses))
+    return y.to(ys[0].dtype), lse
+
+
+def _pairs(q0, tq, k0, tk, window):
+    """Whether some (query, key) pair of the chunk is in the window (gka.h)."""
+    left, right = window
+    lowest, highest = k0 - (q0 + tq - 1), k0 + tk - 1 - q0
+    return not (right >= 0 and lowest > right) and not (left >= 0 and highest < -left)
+
+
+class _Chunked(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, sigma, window, chunk_size):
+        chunks = x.split(chunk_size, dim=1)
+        starts = [i * chunk_size for i in range(len(chunks))]
+        ys, lses = [], []
+        for xq, q0 in zip(chunks, starts):
+            parts = [torch.ops.gka.forward_chunk(xq, xk, sigma, q0, k0, *window)
+                     for xk, k0 in zip(chunks, starts) if _pairs(q0, xq.shape[1], k0, xk.shape[1], window)]
+            y, lse = merge_chunks(*zip(*parts))
+            ys.append(y), lses.append(lse)
+        y, lse = torch.cat(ys, dim=1), torch.cat(lses, dim=2)
+        ctx.save_for_backward(x, sigma, y, lse)
+        ctx.window, ctx.chunk_size = window, chunk_size
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, sigma, y, lse = ctx.saved_tensors
+        size, window = ctx.chunk_size, ctx.window
+        dx, dsigma = torch.zeros_like(x), torch.zeros(sigma.shape, dtype=torch.float32)
+        dy = dy.to(x.dtype)
+        for q0 in range(0, x.shape[1], size):
+            q = slice(q0, q0 + size)
+            for k0 in range(0, x.shape[1], size):
+                k = slice(k0, k0 + size)
+                if not _pairs(q0, x[:, q].shape[1], k0, x[:, k].shape[1], window):
+                    continue
+                dq, dk, ds = torch.ops.gka.backward_chunk(x[:, q], x[:, k], sigma, y[:, q], lse[:, :, q], dy[:, q],
+                                                          q0, k0, *window)
+                dx[:, q] += dq
+                dx[:, k] += dk
+                dsigma += ds
+        return dx, dsigma.to(sigma.dtype), None, None
+
+
+def gka_attention_chunked(x, sigma, window=(-1, 0), chunk_size=1024):
+    """gka_attention computed chunk by chunk: the sequence cut into chunks of
+    chunk_size tokens, the chunk kernels run on every (query chunk, key chunk)
+    pair the window reaches, and their partial results merged exactly
+    (merge_chunks): the single-process form of sequence parallelism, whose
+    chunks can live on different processes. Gradients flow to x and sigma
+    through the chunks' backward. float32 CPU tensors."""
+    left, right = _window(window)
+    _check(x, sigma)
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"gka: chunk_size must be an int >= 1, got {chunk_size!r}")
+    return _Chunked.apply(x, sigma, (left, right), chunk_size)
 
 
 def _autocast_inputs(x, sigma, packed=False):

@@ -466,6 +466,54 @@ class Varlen(unittest.TestCase):
         torch.library.opcheck(torch.ops.gka.backward_varlen.default, (*args[:3], y, lse, torch.ones_like(y), -1, 0))
 
 
+class Chunks(unittest.TestCase):
+    """gka_attention_chunked (the chunk kernels, merged) against the double reference."""
+
+    def test_forward_and_gradients_match_reference(self):
+        for window in ((-1, 0), (4, 0), (-1, -1), (2, 3)):
+            for chunk_size in (7, 16, 64):
+                with self.subTest(window=window, chunk_size=chunk_size):
+                    x, sigma = inputs(24, seed=11, b=2, t=37, h=2)
+                    want, dy, want_dx, want_dsigma = reference_with_gradients(x, sigma, window, seed=12)
+                    xf, sf = x.float().requires_grad_(), sigma.float().requires_grad_()
+                    y = gka_torch.gka_attention_chunked(xf, sf, window, chunk_size)
+                    (y.double() * dy).sum().backward()
+                    self.assertLess(rel_err(y, want), RTOL)
+                    self.assertLess(rel_err(xf.grad, want_dx), RTOL)
+                    self.assertLess(rel_err(sf.grad, want_dsigma), RTOL)
+
+    def test_merge_of_partial_results_is_the_one_call_forward(self):
+        x, sigma = (t.float() for t in inputs(16, seed=13, b=1, t=30, h=2))
+        y, lse = torch.ops.gka.forward(x, sigma, -1, -1)
+        parts = [torch.ops.gka.forward_chunk(x, x[:, k:k + 10], sigma, 0, k, -1, -1) for k in (0, 10, 20)]
+        merged_y, merged_lse = gka_torch.merge_chunks(*zip(*parts))
+        self.assertLess(rel_err(merged_y, y.double()), RTOL)
+        self.assertLess((merged_lse - lse).abs().max().item(), 1e-5)
+        # No pair (causal, later keys): lse -inf, y 0, merging as nothing.
+        empty_y, empty_lse = torch.ops.gka.forward_chunk(x[:, :10], x[:, 20:], sigma, 0, 20, -1, 0)
+        self.assertTrue(torch.equal(empty_y, torch.zeros_like(empty_y)))
+        self.assertTrue(torch.isneginf(empty_lse).all())
+
+    def test_errors(self):
+        x, sigma = torch.ones(1, 4, 2, 8), torch.ones(2)
+        with self.assertRaisesRegex(ValueError, "starts must be >= 0"):
+            torch.ops.gka.forward_chunk(x, x, sigma, -1, 0, -1, 0)
+        with self.assertRaisesRegex(ValueError, "keys must be"):
+            torch.ops.gka.forward_chunk(x, torch.ones(1, 4, 3, 8), sigma, 0, 0, -1, 0)
+        with self.assertRaisesRegex(NotImplementedError, "float32 CPU"):
+            torch.ops.gka.forward_chunk(x.bfloat16(), x.bfloat16(), sigma, 0, 0, -1, 0)
+        with self.assertRaisesRegex(ValueError, "chunk_size"):
+            gka_torch.gka_attention_chunked(x, sigma, (-1, 0), 0)
+
+    def test_opcheck(self):
+        x, sigma = (t.float() for t in inputs(8, b=1, t=6, h=2))
+        args = (x, x[:, :4], sigma, 2, 0, -1, 0)
+        torch.library.opcheck(torch.ops.gka.forward_chunk.default, args)
+        y, lse = torch.ops.gka.forward(x, sigma, -1, 0)
+        torch.library.opcheck(torch.ops.gka.backward_chunk.default,
+                              (x, x[:, :4], sigma, y, lse, torch.ones_like(y), 0, 0, -1, 0))
+
+
 class Registration(unittest.TestCase):
     def test_opcheck(self):
         # Schema, fake (meta) implementation, autograd registration and

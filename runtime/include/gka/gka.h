@@ -135,6 +135,34 @@ GKA_API gka_status gka_backward_varlen_bf16(gka_shape shape, const int64_t *cu_s
                                             const gka_bf16 *x, const float *sigma, const gka_bf16 *y,
                                             const float *lse, const gka_bf16 *dy, gka_bf16 *dx, float *dsigma);
 
+/* Chunked attention: a block of shape.seq_len queries at positions
+ * query_start.. against a block of key_len keys at key_start.., under the
+ * window on positions: the building block of sequence (context) parallelism.
+ * x holds the queries' features, [B][shape.seq_len][H][D], keys the keys',
+ * [B][key_len][H][D] (the same tensor where the blocks are the same tokens).
+ * The forward gives the chunk's partial results over its pairs alone, the
+ * self pair among them where a query's position is among the keys: y [B][Tq][H][D]
+ * normalized within the chunk and lse [B][H][Tq]. They merge exactly:
+ * lse = log sum_c exp(lse_c), y = sum_c exp(lse_c - lse) y_c; a row with no
+ * pair in the chunk gives lse_c = -inf and y_c = 0, and merges as nothing.
+ * The backward takes the merged y and lse of these queries (over all their
+ * chunks) and dy, and gives this chunk's contributions: dx (the queries'
+ * path), dx_keys [B][key_len][H][D] (the keys' and values' paths) and dsigma,
+ * overwritten; a token's gradient is the sum of its dx over the chunks where
+ * it is a query and of its dx_keys where it is a key, and dsigma the sum over
+ * every chunk. Positions and lengths must keep below 2^28. A chunk with no
+ * pair in the window runs no kernel (y = 0, lse = -inf, gradients 0); the
+ * kernels compute direct differences (as gka_set_score_form("direct")) in
+ * float32. gka_last_kernel() names them ("gka_forward_chunk_..."). */
+typedef struct gka_chunk {
+    int64_t query_start, key_start, key_len;
+} gka_chunk;
+GKA_API gka_status gka_forward_chunk(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
+                                     const float *keys, const float *sigma, float *y, float *lse);
+GKA_API gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
+                                      const float *keys, const float *sigma, const float *y, const float *lse,
+                                      const float *dy, float *dx, float *dx_keys, float *dsigma);
+
 /* Message of the last failing call on this thread ("" if none). */
 GKA_API const char *gka_last_error(void);
 

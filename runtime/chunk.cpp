@@ -1,0 +1,133 @@
+// Chunked attention (gka.h, gka_forward_chunk): a block of queries against a
+// block of keys placed by their positions, through the chunk kernels
+// (generators/gka_forward.h and gka_backward_fused.h with keys of their own).
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "HalideBuffer.h"
+#include "denormals.h"
+#include "gka/gka.h"
+#include "internal.h"
+#include "kernel_variants.h"
+
+namespace {
+
+using gka::internal::fail;
+using Halide::Runtime::Buffer;
+
+// Positions stay below this, so that the kernels' int32 index arithmetic
+// (positions, spans of up to twice the chunk) cannot overflow.
+constexpr int64_t max_position = int64_t(1) << 28;
+
+Buffer<float, 4> features(const float *p, const gka_shape &s, int64_t tokens) {
+    return Buffer<float, 4>(const_cast<float *>(p), int(s.head_dim), int(s.heads), int(tokens), int(s.batch));
+}
+
+std::string text(const gka_chunk &c) {
+    return "chunk (query_start " + std::to_string(c.query_start) + ", key_start " + std::to_string(c.key_start) +
+           ", key_len " + std::to_string(c.key_len) + ")";
+}
+
+gka_status check_chunk(const gka_shape &shape, const gka_chunk &c) {
+    if (c.query_start < 0 || c.key_start < 0 || c.key_len < 1) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, text(c) + ": starts must be >= 0 and key_len >= 1");
+    }
+    if (c.query_start > max_position - shape.seq_len || c.key_start > max_position - c.key_len) {
+        return fail(GKA_ERR_UNSUPPORTED, text(c) + " with " + std::to_string(shape.seq_len) +
+                                             " queries: positions past 2^28, more than the kernels address");
+    }
+    if (__int128(shape.batch) * c.key_len * shape.heads * shape.head_dim > INT32_MAX) {
+        return fail(GKA_ERR_UNSUPPORTED, "the keys have more than 2^31 - 1 elements, the most the kernels address");
+    }
+    return GKA_OK;
+}
+
+// Whether some (query, key) pair of the chunk is in the window: the offsets
+// key - query of its pairs span [nearest, farthest], the window's [-left, right].
+bool has_pairs(const gka_shape &shape, const gka_chunk &c, const gka_window &w) {
+    const int64_t lowest = c.key_start - (c.query_start + shape.seq_len - 1);
+    const int64_t highest = c.key_start + c.key_len - 1 - c.query_start;
+    return !(w.right >= 0 && lowest > w.right) && !(w.left >= 0 && highest < -w.left);
+}
+
+// The kernels' shift (query 0's key position) and spans: a span past every
+// pair's offset reaches what an unbounded one does.
+struct ChunkWindow {
+    int32_t shift, left, right;
+};
+ChunkWindow chunk_window(const gka_shape &shape, const gka_chunk &c, const gka_window &w) {
+    const int64_t shift = c.query_start - c.key_start, limit = shape.seq_len + c.key_len + std::abs(shift);
+    auto span = [&](int64_t s) { return s < 0 ? -1 : int32_t(std::min(s, limit)); };
+    return {int32_t(shift), span(w.left), span(w.right)};
+}
+
+}  // namespace
+
+extern "C" {
+
+gka_status gka_forward_chunk(gka_shape shape, gka_chunk chunk, gka_window window, const float *x, const float *keys,
+                             const float *sigma, float *y, float *lse) {
+    gka::internal::clear_error();
+    if (gka_status s = gka::internal::check_arguments(shape, window, sigma,
+                                                      {{x, "x"}, {keys, "keys"}, {sigma, "sigma"}, {y, "y"},
+                                                       {lse, "lse"}});
+        s != GKA_OK) {
+        return s;
+    }
+    if (gka_status s = check_chunk(shape, chunk); s != GKA_OK) return s;
+    const gka::CpuFamily *f = gka::internal::cpu_family();
+    if (f == nullptr) return GKA_ERR_UNSUPPORTED;
+    const int64_t rows = shape.batch * shape.heads * shape.seq_len;
+    if (!has_pairs(shape, chunk, window)) {
+        std::fill_n(y, rows * shape.head_dim, 0.0f);
+        std::fill_n(lse, rows, -std::numeric_limits<float>::infinity());
+        return gka::internal::ran("", 0, GKA_ERR_INTERNAL);
+    }
+    auto xb = features(x, shape, shape.seq_len), kb = features(keys, shape, chunk.key_len);
+    auto yb = features(y, shape, shape.seq_len);
+    Buffer<float, 1> sb(const_cast<float *>(sigma), int(shape.heads));
+    Buffer<float, 3> lb(lse, int(shape.seq_len), int(shape.heads), int(shape.batch));
+    Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
+    const ChunkWindow w = chunk_window(shape, chunk, window);
+    const auto *k = gka::forward_chunk_variant(f->name, shape.head_dim);
+    gka::DenormalsFlushed flushed;
+    return gka::internal::ran(k->name, k->run(xb, kb, sb, w.shift, w.left, w.right, yb, lb, spread),
+                              GKA_ERR_INTERNAL);
+}
+
+gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_window window, const float *x, const float *keys,
+                              const float *sigma, const float *y, const float *lse, const float *dy, float *dx,
+                              float *dx_keys, float *dsigma) {
+    gka::internal::clear_error();
+    if (gka_status s = gka::internal::check_arguments(shape, window, sigma,
+                                                      {{x, "x"}, {keys, "keys"}, {sigma, "sigma"}, {y, "y"},
+                                                       {lse, "lse"}, {dy, "dy"}, {dx, "dx"}, {dx_keys, "dx_keys"},
+                                                       {dsigma, "dsigma"}});
+        s != GKA_OK) {
+        return s;
+    }
+    if (gka_status s = check_chunk(shape, chunk); s != GKA_OK) return s;
+    const gka::CpuFamily *f = gka::internal::cpu_family();
+    if (f == nullptr) return GKA_ERR_UNSUPPORTED;
+    if (!has_pairs(shape, chunk, window)) {
+        std::fill_n(dx, shape.batch * shape.seq_len * shape.heads * shape.head_dim, 0.0f);
+        std::fill_n(dx_keys, shape.batch * chunk.key_len * shape.heads * shape.head_dim, 0.0f);
+        std::fill_n(dsigma, shape.heads, 0.0f);
+        return gka::internal::ran("", 0, GKA_ERR_INTERNAL);
+    }
+    auto xb = features(x, shape, shape.seq_len), kb = features(keys, shape, chunk.key_len);
+    auto yb = features(y, shape, shape.seq_len), dyb = features(dy, shape, shape.seq_len);
+    auto dxb = features(dx, shape, shape.seq_len), dkb = features(dx_keys, shape, chunk.key_len);
+    Buffer<float, 1> sb(const_cast<float *>(sigma), int(shape.heads)), dsb(dsigma, int(shape.heads));
+    Buffer<float, 3> lb(const_cast<float *>(lse), int(shape.seq_len), int(shape.heads), int(shape.batch));
+    Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
+    const ChunkWindow w = chunk_window(shape, chunk, window);
+    const auto *k = gka::backward_chunk_variant(f->name, shape.head_dim);
+    gka::DenormalsFlushed flushed;
+    return gka::internal::ran(
+        k->name, k->run(xb, kb, sb, yb, lb, dyb, w.shift, w.left, w.right, dxb, dkb, dsb, spread), GKA_ERR_INTERNAL);
+}
+
+}  // extern "C"
