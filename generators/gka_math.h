@@ -64,12 +64,16 @@ struct Mask {
     // Tokens past the end (a window's last block may reach them) are never allowed.
     // One unsigned comparison tests both bounds (a key below the first wraps to
     // a large value): half the vector work of two. It needs first <= last,
-    // which a chunk's query past its keys' window breaks: chunks compare twice.
+    // which a chunk's query past its keys' window breaks: a chunk compares
+    // with the count of its keys, 0 there.
     Expr allowed(const Expr &query, const Expr &key) const {
         const Expr at = position(query);
         const Expr first = at - left_span, last = Halide::min(at + right_span, key_len - 1);
-        if (!Halide::Internal::is_const_zero(shift)) return first <= key && key <= last && query < seq_len;
-        return Halide::cast<uint32_t>(key - first) <= Halide::cast<uint32_t>(last - first) && query < seq_len;
+        const Expr offset = Halide::cast<uint32_t>(key - first);
+        if (!Halide::Internal::is_const_zero(shift)) {
+            return offset < Halide::cast<uint32_t>(Halide::max(last - first + 1, 0)) && query < seq_len;
+        }
+        return offset <= Halide::cast<uint32_t>(last - first) && query < seq_len;
     }
     // The keys of a query band's window, the queries of a key band's.
     Expr window_extent() const { return Halide::min(band_size + left_span + right_span, key_len); }
