@@ -199,3 +199,38 @@ TEST_CASE("train_lm: decoding token by token gives the full forward's logits", "
     lm::Model dot = tiny_model("dot", 16, 4);
     CHECK_THROWS_WITH(dot.decode('a', 0, {-1, 0}, 8), Catch::Contains("decode path"));
 }
+
+TEST_CASE("train_lm: packed documents attend within themselves", "[train_lm][varlen]") {
+    // GKA's layer on two packed documents gives each document's own rows.
+    const AttentionShape packed{1, 30, 2, 16, {-1, 0}, {0, 12, 30}};
+    const std::vector<float> h = normal_values(size_t(30) * 32, 31);
+    lm::Rng rng(3);
+    auto attention = lm::make_attention("gka", "attn", 2, 16, 2, rng);
+    const float *out = attention->forward(h.data(), packed);
+    const std::vector<float> both(out, out + h.size());
+    for (const auto &[first, length] : {std::pair{0, 12}, std::pair{12, 18}}) {
+        const float *alone = attention->forward(h.data() + first * 32, AttentionShape{1, length, 2, 16, {-1, 0}});
+        CHECK(std::equal(alone, alone + length * 32, both.begin() + first * 32));
+    }
+    lm::Rng dot_rng(3);
+    auto dot = lm::make_attention("dot", "attn", 2, 16, 2, dot_rng);
+    CHECK_THROWS_WITH(dot->forward(h.data(), packed), Catch::Contains("packed documents"));
+
+    // Packed batches: whole paragraphs from their starts, next-byte targets within each.
+    std::string text;
+    for (int k = 0; k < 50; k++) text += std::string(size_t(3 + k % 40), char('a' + k % 26)) + "\n\n";
+    const std::vector<uint8_t> bytes(text.begin(), text.end());
+    lm::Rng batch_rng(4);
+    const lm::PackedBatch b = lm::Packer(bytes).batch(4, 16, batch_rng);
+    REQUIRE(b.cu_seqlens.back() == 64);
+    REQUIRE(b.inputs.size() == 64);
+    for (size_t s = 0; s + 1 < b.cu_seqlens.size(); s++) {
+        const int64_t first = b.cu_seqlens[s], length = b.cu_seqlens[s + 1] - first;
+        CHECK(length >= 1);
+        CHECK(length <= 16);
+        for (int64_t t = 0; t < length; t++) {
+            CHECK(b.inputs[first + t] == b.inputs[first]);  // one paragraph: one repeated letter
+            CHECK(b.targets[first + t] == (t + 1 < length ? b.inputs[first + t + 1] : b.targets[first + t]));
+        }
+    }
+}

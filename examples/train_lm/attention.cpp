@@ -25,6 +25,10 @@ void check(gka_status status, const char *call) {
 }
 
 gka_shape kernel_shape(const AttentionShape &s) { return {s.batch, s.seq, s.heads, s.head_dim}; }
+// Packed documents: the varlen calls' shape (documents, tokens in all).
+gka_shape packed_shape(const AttentionShape &s) {
+    return {int64_t(s.cu_seqlens.size()) - 1, s.seq, s.heads, s.head_dim};
+}
 
 void to_bf16(const float *from, size_t n, std::vector<gka_bf16> &to) {
     to.resize(n);
@@ -56,32 +60,45 @@ const float *GkaAttention::forward(const float *h_, const AttentionShape &shape_
     for (int k = 0; k < shape.heads; k++) sigma[k] = std::exp(log_sigma.value[k]);
     y.resize(n);
     lse.resize(size_t(shape.batch) * shape.heads * shape.seq);
+    const bool packed = !shape.cu_seqlens.empty();
+    const int64_t *cu = shape.cu_seqlens.data();
     if (bf16) {
         to_bf16(h, n, h16);
         y16.resize(n);
-        check(gka_forward_bf16(kernel_shape(shape), shape.window, h16.data(), sigma.data(), y16.data(), lse.data()),
+        check(packed ? gka_forward_varlen_bf16(packed_shape(shape), cu, shape.window, h16.data(), sigma.data(),
+                                               y16.data(), lse.data())
+                     : gka_forward_bf16(kernel_shape(shape), shape.window, h16.data(), sigma.data(), y16.data(),
+                                        lse.data()),
               "gka_forward_bf16");
         from_bf16(y16, y);
     } else {
-        check(gka_forward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data()), "gka_forward");
+        check(packed ? gka_forward_varlen(packed_shape(shape), cu, shape.window, h, sigma.data(), y.data(), lse.data())
+                     : gka_forward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data()),
+              "gka_forward");
     }
     return out.forward(y.data(), shape.rows());
 }
 
 const float *GkaAttention::backward(const float *dout) {
     const float *dy = out.backward(dout);
+    const bool packed = !shape.cu_seqlens.empty();
+    const int64_t *cu = shape.cu_seqlens.data();
     dh.resize(y.size());
     dsigma.resize(shape.heads);
     if (bf16) {
         to_bf16(dy, y.size(), dy16);
         dh16.resize(y.size());
-        check(gka_backward_bf16(kernel_shape(shape), shape.window, h16.data(), sigma.data(), y16.data(), lse.data(),
-                                dy16.data(), dh16.data(), dsigma.data()),
+        check(packed ? gka_backward_varlen_bf16(packed_shape(shape), cu, shape.window, h16.data(), sigma.data(),
+                                                y16.data(), lse.data(), dy16.data(), dh16.data(), dsigma.data())
+                     : gka_backward_bf16(kernel_shape(shape), shape.window, h16.data(), sigma.data(), y16.data(),
+                                         lse.data(), dy16.data(), dh16.data(), dsigma.data()),
               "gka_backward_bf16");
         from_bf16(dh16, dh);
     } else {
-        check(gka_backward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data(), dy, dh.data(),
-                           dsigma.data()),
+        check(packed ? gka_backward_varlen(packed_shape(shape), cu, shape.window, h, sigma.data(), y.data(),
+                                           lse.data(), dy, dh.data(), dsigma.data())
+                     : gka_backward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data(), dy,
+                                    dh.data(), dsigma.data()),
               "gka_backward");
     }
     for (int k = 0; k < shape.heads; k++) log_sigma.grad[k] += dsigma[k] * sigma[k];
@@ -122,6 +139,10 @@ DotProductAttention::DotProductAttention(const std::string &name, int heads, int
 // Per (batch, head): S = Q K^T / sqrt(D) by sgemm over the [B][T][H][D] rows
 // (leading dimension d), the masked softmax row by row, then P V.
 const float *DotProductAttention::forward(const float *h, const AttentionShape &shape_) {
+    if (!shape_.cu_seqlens.empty()) {
+        throw std::invalid_argument("packed documents (--pack) run GKA's varlen kernels; the dot-product layer takes "
+                                    "fixed windows");
+    }
     shape = shape_;
     const int T = shape.seq, D = shape.head_dim, d = shape.dim(), rows = shape.rows();
     const float scale = 1.0f / std::sqrt(float(D));

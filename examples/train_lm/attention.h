@@ -20,6 +20,9 @@ namespace lm {
 struct AttentionShape {
     int batch, seq, heads, head_dim;
     gka_window window;  // FlashAttention's (left, right); the trainer uses right = 0
+    // Packed documents (batch 1, seq tokens in all): each attends within itself
+    // (gka_forward_varlen); empty: batch sequences of seq tokens.
+    std::vector<int64_t> cu_seqlens = {};
     int dim() const { return heads * head_dim; }
     int rows() const { return batch * seq; }
     bool allowed(int query, int key) const {

@@ -57,6 +57,31 @@ Batch random_batch(const std::vector<uint8_t> &text, int batch, int seq, std::mt
     return batch_at(text, batch, seq, offsets);
 }
 
+Packer::Packer(const std::vector<uint8_t> &text) : text(text) {
+    size_t start = 0;
+    for (size_t k = 0; k < text.size(); k++) {
+        if (k + 1 < text.size() && !(text[k] == '\n' && text[k + 1] == '\n')) continue;
+        if (k + 1 - start >= 2) paragraphs.emplace_back(start, k + 1);
+        start = k + 2;
+    }
+    if (paragraphs.empty()) throw std::runtime_error("no paragraph of two bytes or more to pack");
+}
+
+PackedBatch Packer::batch(int batch, int seq, std::mt19937_64 &rng) const {
+    std::uniform_int_distribution<size_t> pick(0, paragraphs.size() - 1);
+    PackedBatch out;
+    out.cu_seqlens = {0};
+    const int64_t total = int64_t(batch) * seq;
+    while (out.cu_seqlens.back() < total) {
+        const auto [start, end] = paragraphs[pick(rng)];
+        const int64_t tokens = std::min<int64_t>({int64_t(end - start) - 1, seq, total - out.cu_seqlens.back()});
+        out.inputs.insert(out.inputs.end(), text.begin() + start, text.begin() + start + tokens);
+        out.targets.insert(out.targets.end(), text.begin() + start + 1, text.begin() + start + tokens + 1);
+        out.cu_seqlens.push_back(out.cu_seqlens.back() + tokens);
+    }
+    return out;
+}
+
 Batch evaluation_batch(const std::vector<uint8_t> &text, int batch, int seq, int k, int count) {
     const size_t windows = (text.size() - 1) / seq;
     if (windows < size_t(batch)) throw std::runtime_error("text shorter than one evaluation batch");

@@ -21,7 +21,7 @@ namespace {
 
 struct Options {
     std::string data = "/usr/share/common-licenses", attention = "gka", dtype = "f32", window = "causal";
-    std::string out = "train_lm_out", prompt = "The ";
+    std::string out = "train_lm_out", prompt = "The ", batches = "windows";
     int generate = 0;
     double temperature = 0.8;
     int layers = 4, heads = 2, head_dim = 64, seq = 128, batch = 16, steps = 600;
@@ -37,6 +37,9 @@ const char *kUsage = R"(usage: train_lm [--option value]...
   --window causal|W    causal, or a causal sliding window of W tokens including the query (default causal)
   --layers N --heads H --head-dim D   model shape (default 4, 2, 64: width 128)
   --seq T --batch B    tokens per sequence and sequences per step (default 128, 16)
+  --batches windows|packed            training batches: B windows of T bytes of the stream, or B*T tokens
+                       of whole paragraphs (up to T each) packed, each attending within itself
+                       (gka_forward_varlen; GKA only; default windows). Validation uses windows.
   --steps N --lr LR    optimizer steps and peak AdamW learning rate (default 600, 3e-3)
   --eval-every N --eval-batches K     validation cadence and size (default 50, 8)
   --seed S --out DIR   (default 1, train_lm_out)
@@ -75,8 +78,15 @@ Options parse(int argc, char **argv) {
     take("batch", o.batch), take("steps", o.steps), take("eval-every", o.eval_every);
     take("eval-batches", o.eval_batches), take("lr", o.lr), take("seed", o.seed);
     take("generate", o.generate), take("prompt", o.prompt), take("temperature", o.temperature);
+    take("batches", o.batches);
     if (!given.empty()) throw std::invalid_argument("unknown option --" + given.begin()->first);
     if (o.generate < 0 || o.temperature < 0) throw std::invalid_argument("--generate and --temperature must be >= 0");
+    if (o.batches != "windows" && o.batches != "packed") {
+        throw std::invalid_argument("--batches must be windows or packed, not '" + o.batches + "'");
+    }
+    if (o.batches == "packed" && o.attention != "gka") {
+        throw std::invalid_argument("--batches packed runs GKA's varlen kernels: it needs --attention gka");
+    }
     if (o.generate > 0 && o.attention != "gka") {
         throw std::invalid_argument("--generate samples through GKA's decode path: it needs --attention gka");
     }
@@ -165,6 +175,7 @@ int run(const Options &o) {
     std::printf("train_lm: %s: %zu training bytes, %zu validation bytes; libgka family %s, %d threads\n",
                 o.data.c_str(), corpus.train.size(), corpus.validation.size(), gka_cpu_family(), gka_num_threads());
 
+    const lm::Packer packer(corpus.train);  // --batches packed's paragraphs
     using clock = std::chrono::steady_clock;
     double train_seconds = 0, interval_loss = 0, tokens_per_s = 0, final_train = 0, final_val = 0;
     int interval_steps = 0;
@@ -182,9 +193,17 @@ int run(const Options &o) {
         }
         if (step == o.steps) break;
         const auto start = clock::now();
-        lm::Batch batch = lm::random_batch(corpus.train, o.batch, o.seq, rng);
+        // The batch outlives the backward: the layers keep pointers to its bytes.
+        lm::PackedBatch batch;
+        lm::AttentionShape step_shape = shape;
+        if (o.batches == "packed") {
+            batch = packer.batch(o.batch, o.seq, rng);
+            step_shape.batch = 1, step_shape.seq = o.batch * o.seq, step_shape.cu_seqlens = batch.cu_seqlens;
+        } else {
+            static_cast<lm::Batch &>(batch) = lm::random_batch(corpus.train, o.batch, o.seq, rng);
+        }
         model.zero_grad();
-        interval_loss += model.forward(batch.inputs.data(), batch.targets.data(), shape);
+        interval_loss += model.forward(batch.inputs.data(), batch.targets.data(), step_shape);
         interval_steps++;
         model.backward();
         lm::clip_grad_norm(params, 1.0);
@@ -195,7 +214,8 @@ int run(const Options &o) {
     }
 
     std::ofstream summary(o.out + "/summary.json");
-    summary << "{\n  \"attention\": \"" << o.attention << "\", \"dtype\": \"" << o.dtype << "\", \"layers\": " << o.layers << ", \"heads\": " << o.heads
+    summary << "{\n  \"attention\": \"" << o.attention << "\", \"dtype\": \"" << o.dtype << "\", \"batches\": \""
+            << o.batches << "\", \"layers\": " << o.layers << ", \"heads\": " << o.heads
             << ", \"head_dim\": " << o.head_dim << ", \"seq\": " << o.seq << ", \"batch\": " << o.batch
             << ", \"steps\": " << o.steps << ",\n  \"window\": [" << shape.window.left << ", " << shape.window.right
             << "], \"parameters\": " << model.parameter_count()

@@ -8,7 +8,8 @@ gka_attention is the custom op torch.ops.gka.forward (which also returns lse
 flow to x and sigma, and torch.compile keeps each op whole. gka_attention_varlen
 runs packed sequences of mixed lengths (torch.ops.gka.forward_varlen);
 gka_attention_chunked cuts the sequence into chunks whose partial results merge
-exactly (torch.ops.gka.forward_chunk, merge_chunks). gka_decode runs new
+exactly (torch.ops.gka.forward_chunk, merge_chunks), and gka_torch.distributed
+shards a sequence across torch.distributed processes on them. gka_decode runs new
 tokens against a cache of the features before them (torch.ops.gka.decode). libgka is loaded
 with ctypes from GKA_LIBRARY (a path) if set, else from the installation this
 package came with, else from the system's library path (gka_torch._lib).

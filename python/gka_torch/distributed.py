@@ -1,0 +1,227 @@
+"""GKA with the sequence sharded across the processes of a torch.distributed group
+(context parallelism), on the chunk kernels (gka.h, gka_forward_chunk).
+
+    from gka_torch.distributed import context_parallel_gka, shard, segments_of
+    y_local = context_parallel_gka(x_local, sigma, window=(-1, 0), layout="zigzag")
+
+Each rank holds some segments of one sequence (their positions, in order, along
+x_local's dim 1): "contiguous" (rank r the r-th run of tokens; lengths may
+differ, each rank's own T_local) or "zigzag" (the sequence in 2P equal-ish
+pieces, rank r holding pieces r and 2P-1-r, so that under a causal mask every
+rank has as many pairs; shard() cuts a whole tensor so). Each rank's queries
+need the keys of the other ranks' segments that their window reaches, and only
+those: for each (holder, reader) pair the holder sends the slice of each of its
+segments that the reader's window reaches (all of it under causal or full
+windows, the last W-1 tokens of the previous rank under (W-1, 0), which then
+talks to its neighbours alone). The sends and receives are point-to-point and
+asynchronous (isend/irecv), posted before the rank computes its own chunk
+pairs, so that the transfers overlap that work. Each rank then merges its
+queries' partial results (merge_chunks). The backward runs each pair's chunk
+backward with the merged y and lse, sends each holder the gradient of the keys
+it lent (the same slices, back), adds what it receives in rank order, and sums
+dsigma over the group (all_reduce): sigma's gradient is the whole sequence's on
+every rank. Deterministic: every sum runs in a fixed order.
+
+Per step and rank, bytes sent: 4 * B * H * D times the tokens it lends (the
+forward's features) plus the tokens it borrows (the backward's gradients, sent
+back), and the all_reduce of H floats.
+float32 CPU tensors (gloo); the chunk kernels have no CUDA variants yet.
+"""
+import torch
+import torch.distributed as dist
+
+from ._ops import _check, _pairs, _window, merge_chunks
+
+
+def segments_of(seq_len, world, layout="contiguous"):
+    """[(start, length), ...] of each rank for a sequence of seq_len tokens."""
+    if layout not in ("contiguous", "zigzag"):
+        raise ValueError(f"gka: layout must be 'contiguous' or 'zigzag', got {layout!r}")
+    pieces = world if layout == "contiguous" else 2 * world
+    bounds = [seq_len * k // pieces for k in range(pieces + 1)]
+    piece = [(bounds[k], bounds[k + 1] - bounds[k]) for k in range(pieces)]
+    if layout == "contiguous":
+        return [[p] for p in piece]
+    return [[piece[r], piece[pieces - 1 - r]] for r in range(world)]
+
+
+def shard(x, rank, world, layout="contiguous"):
+    """This rank's tokens of a whole tensor x [B, T, ...], as segments_of cuts them."""
+    return torch.cat([x[:, s:s + n] for s, n in segments_of(x.shape[1], world, layout)[rank]], dim=1)
+
+
+def _reach(queries, key_segment, window):
+    """The slice (start, length) of key_segment that some query of the segments
+    `queries` reaches under the window, or None."""
+    left, right = window
+    start, length = key_segment
+    first, last = start, start + length - 1
+    if left >= 0:
+        first = max(first, min(s for s, _ in queries) - left)
+    if right >= 0:
+        last = min(last, max(s + n - 1 for s, n in queries) + right)
+    reached = [(s, n) for s, n in queries if n > 0 and _pairs(s, n, first, last - first + 1, window)]
+    return (first, last - first + 1) if last >= first and reached else None
+
+
+class _Plan:
+    """Who sends which slices to whom: the same on every rank."""
+
+    def __init__(self, segments, rank, window):
+        self.rank, self.segments, self.window = rank, segments, window
+        # lent[(holder, reader)]: the holder's slices the reader's queries reach.
+        self.lent = {}
+        for holder, held in enumerate(segments):
+            for reader, queries in enumerate(segments):
+                if holder != reader:
+                    slices = [r for r in (_reach(queries, g, window) for g in held) if r]
+                    if slices:
+                        self.lent[(holder, reader)] = slices
+        self.offsets = []  # each of this rank's segments' first index along x_local's dim 1
+        at = 0
+        for _, n in segments[rank]:
+            self.offsets.append(at)
+            at += n
+
+    def local(self, position):
+        """Index along x_local of one of this rank's positions."""
+        for (s, n), at in zip(self.segments[self.rank], self.offsets):
+            if s <= position < s + n:
+                return at + position - s
+        raise AssertionError(f"position {position} is not rank {self.rank}'s")
+
+
+# Bytes this process has passed to isend (features forward, their gradients
+# backward), for measuring what a step communicates.
+bytes_sent = 0
+
+
+def _exchange(sends, receives, group):
+    """Posts the isends ((tensor, peer), ...) and irecvs ((buffer, peer), ...); returns their works."""
+    global bytes_sent
+    bytes_sent += sum(t.numel() * t.element_size() for t, _ in sends)
+    works = [dist.isend(t.contiguous(), peer, group=group) for t, peer in sends]
+    works += [dist.irecv(buf, peer, group=group) for buf, peer in receives]
+    return works
+
+
+def _slice(x, plan, s, n):
+    at = plan.local(s)
+    return x[:, at:at + n]
+
+
+class _ContextParallel(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, sigma, window, segments, group):
+        rank = dist.get_rank(group)
+        plan = _Plan(segments, rank, window)
+        B, _, H, D = x.shape
+        x = x.contiguous()
+        sends = [(_slice(x, plan, s, n), dist.get_global_rank(group, reader) if group else reader)
+                 for (holder, reader), slices in sorted(plan.lent.items()) if holder == rank for s, n in slices]
+        keys = []  # (holder, start, tensor): every key block this rank's queries read, its own first
+        receives = []
+        for (holder, reader), slices in sorted(plan.lent.items()):
+            if reader == rank:
+                for s, n in slices:
+                    buf = x.new_empty((B, n, H, D))
+                    keys.append((holder, s, buf))
+                    receives.append((buf, dist.get_global_rank(group, holder) if group else holder))
+        works = _exchange(sends, receives, group)
+        own = [(rank, s, _slice(x, plan, s, n)) for s, n in segments[rank]]
+        partials = {k: [] for k in range(len(segments[rank]))}
+
+        def run(blocks):
+            for q, (qs, qn) in enumerate(segments[rank]):
+                xq = _slice(x, plan, qs, qn)
+                for _, ks, xk in blocks:
+                    if qn and _pairs(qs, qn, ks, xk.shape[1], window):
+                        partials[q].append(torch.ops.gka.forward_chunk(xq, xk, sigma, qs, ks, *window))
+
+        run(own)  # while the transfers run
+        for w in works:
+            w.wait()
+        run(keys)
+        ys, lses = [], []
+        for q, (qs, qn) in enumerate(segments[rank]):
+            y, lse = merge_chunks(*zip(*partials[q])) if partials[q] else (
+                x.new_zeros((B, qn, H, D)), x.new_full((B, H, qn), float("-inf")))
+            ys.append(y), lses.append(lse)
+        y, lse = torch.cat(ys, dim=1), torch.cat(lses, dim=2)
+        ctx.save_for_backward(x, sigma, y, lse, *[t for _, _, t in keys])
+        ctx.key_origins = [(holder, s) for holder, s, _ in keys]
+        ctx.window, ctx.segments, ctx.group, ctx.plan = window, segments, group, plan
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, sigma, y, lse, *lent_keys = ctx.saved_tensors
+        plan, segments, window, group = ctx.plan, ctx.segments, ctx.window, ctx.group
+        rank = plan.rank
+        dy = dy.contiguous().to(x.dtype)
+        dx = torch.zeros_like(x)
+        dsigma = torch.zeros(sigma.shape, dtype=torch.float32)
+        keys = [(rank, s, _slice(x, plan, s, n)) for s, n in segments[rank]]
+        keys += [(holder, s, t) for (holder, s), t in zip(ctx.key_origins, lent_keys)]
+        borrowed = {}  # (holder, start) -> the gradient of a lent key block, sent back
+        for q, (qs, qn) in enumerate(segments[rank]):
+            at = plan.offsets[q]
+            xq, yq, dyq = (t[:, at:at + qn] for t in (x, y, dy))
+            lq = lse[:, :, at:at + qn]
+            for holder, ks, xk in keys:
+                if not (qn and _pairs(qs, qn, ks, xk.shape[1], window)):
+                    continue
+                dq, dk, ds = torch.ops.gka.backward_chunk(xq, xk, sigma, yq, lq, dyq, qs, ks, *window)
+                dx[:, at:at + qn] += dq
+                dsigma += ds
+                if holder == rank:
+                    kat = plan.local(ks)
+                    dx[:, kat:kat + xk.shape[1]] += dk
+                else:
+                    borrowed[(holder, ks)] = borrowed.get((holder, ks), 0) + dk
+        # The lent keys' gradients go back to their holders; this rank's come in, added in rank order.
+        peer = (lambda r: dist.get_global_rank(group, r)) if group else (lambda r: r)
+        B, _, H, D = x.shape
+        sends = [(borrowed.get((holder, s), x.new_zeros((B, n, H, D))), peer(holder))
+                 for (holder, reader), slices in sorted(plan.lent.items()) if reader == rank for s, n in slices]
+        receives = [(x.new_empty((B, n, H, D)), s, peer(reader))
+                    for (holder, reader), slices in sorted(plan.lent.items()) if holder == rank for s, n in slices]
+        works = _exchange(sends, [(buf, p) for buf, _, p in receives], group)
+        for w in works:
+            w.wait()
+        for buf, s, _ in receives:
+            at = plan.local(s)
+            dx[:, at:at + buf.shape[1]] += buf
+        dist.all_reduce(dsigma, group=group)
+        return dx, dsigma.to(sigma.dtype), None, None, None
+
+
+def context_parallel_gka(x_local, sigma, window=(-1, 0), group=None, layout="contiguous", segments=None):
+    """y_local [B, T_local, H, D]: GKA of the sequence whose tokens are sharded
+    across `group` (default: the whole world), this rank's outputs. x_local holds
+    this rank's tokens: under layout "contiguous", the r-th run of the sequence
+    (any lengths; each rank's T_local is gathered), under "zigzag", the pieces
+    segments_of(T, world, "zigzag") gives it (shard() cuts them). `segments`
+    (one [(start, length), ...] per rank) overrides both. Gradients flow to
+    x_local and sigma (summed over the group). float32 CPU tensors, gloo."""
+    window = _window(window)
+    _check(x_local, sigma)
+    if x_local.device.type != "cpu" or x_local.dtype != torch.float32:
+        raise NotImplementedError(f"gka: context_parallel_gka runs the chunk kernels, float32 on the CPU; got "
+                                  f"{x_local.dtype} on {x_local.device}")
+    world = dist.get_world_size(group)
+    if segments is None:
+        lengths = [None] * world
+        dist.all_gather_object(lengths, x_local.shape[1], group=group)
+        if layout == "zigzag":
+            segments = segments_of(sum(lengths), world, "zigzag")
+        elif layout == "contiguous":
+            starts = [sum(lengths[:r]) for r in range(world)]
+            segments = [[(starts[r], lengths[r])] for r in range(world)]
+        else:
+            raise ValueError(f"gka: layout must be 'contiguous' or 'zigzag', got {layout!r}")
+    rank = dist.get_rank(group)
+    if sum(n for _, n in segments[rank]) != x_local.shape[1]:
+        raise ValueError(f"gka: rank {rank} holds {x_local.shape[1]} tokens, its segments {segments[rank]} say "
+                         f"{sum(n for _, n in segments[rank])}")
+    return _ContextParallel.apply(x_local, sigma, window, segments, group)
