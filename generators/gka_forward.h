@@ -74,7 +74,9 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
         const Expr self = Halide::select(at >= 0 && at < mask.key_len, 1.0f, 0.0f), total = self + others;
         y(v.d, v.h, v.t, v.b) =
             as_element_of(y, Halide::select(total == 0.0f, 0.0f, (self * p.x(v.d, v.h, v.t, v.b) + sum) / total));
-        lse(v.t, v.h, v.b) = Halide::select(total == 0.0f, Expr(-std::numeric_limits<float>::infinity()), Halide::log(total));
+        // -inf under strict_float: fast math takes no infinities, and this one is a result.
+        lse(v.t, v.h, v.b) = Halide::strict_float(
+            Halide::select(total == 0.0f, Expr(-std::numeric_limits<float>::infinity()), Halide::log(total)));
     } else {
         y(v.d, v.h, v.t, v.b) = as_element_of(y, (p.x(v.d, v.h, v.t, v.b) + sum) / (1.0f + others));
         lse(v.t, v.h, v.b) = Halide::select(others == 0.0f, 0.0f, Halide::log(1.0f + others));

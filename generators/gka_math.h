@@ -45,9 +45,12 @@ struct Mask {
     Expr seq_len, left_span, right_span;
     Expr key_len, shift;  // a chunk's keys, and its queries' offset among them
     int band_size = 1;
+    bool chunk = false;   // queries and keys apart (the 7-argument constructor)
 
     Mask() = default;
-    Mask(Expr left, Expr right, Expr seq_len, int band_size) : Mask(left, right, seq_len, seq_len, 0, seq_len, band_size) {}
+    Mask(Expr left, Expr right, Expr seq_len, int band_size) : Mask(left, right, seq_len, seq_len, 0, seq_len, band_size) {
+        chunk = false;
+    }
     // A chunk's: a span of `span_limit` or more reaches every key from every query.
     Mask(Expr left, Expr right, Expr seq_len, Expr key_len, Expr shift, Expr span_limit, int band_size)
         : seq_len(seq_len),
@@ -55,11 +58,12 @@ struct Mask {
           right_span(Halide::select(right < 0, span_limit, Halide::min(right, span_limit))),
           key_len(key_len),
           shift(shift),
-          band_size(band_size) {
+          band_size(band_size),
+          chunk(true) {
     }
 
     // Query i's position among the keys.
-    Expr position(const Expr &query) const { return Halide::Internal::is_const_zero(shift) ? query : query + shift; }
+    Expr position(const Expr &query) const { return chunk ? query + shift : query; }
 
     // Tokens past the end (a window's last block may reach them) are never allowed.
     // One unsigned comparison tests both bounds (a key below the first wraps to
@@ -70,7 +74,7 @@ struct Mask {
         const Expr at = position(query);
         const Expr first = at - left_span, last = Halide::min(at + right_span, key_len - 1);
         const Expr offset = Halide::cast<uint32_t>(key - first);
-        if (!Halide::Internal::is_const_zero(shift)) {
+        if (chunk) {
             return offset < Halide::cast<uint32_t>(Halide::max(last - first + 1, 0)) && query < seq_len;
         }
         return offset <= Halide::cast<uint32_t>(last - first) && query < seq_len;
@@ -98,9 +102,8 @@ struct Mask {
     // The same over any two dimensions of r: `in_block` (of extent `block`) and `block`.
     Expr query_in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &band) const {
         const Expr first = band * band_size - right_span, last = band * band_size + band_size - 1 + left_span;
-        const bool self = Halide::Internal::is_const_zero(shift);
-        return in_window(r, in_block, block, Halide::max(self ? first : first - shift, 0), self ? last : last - shift,
-                         seq_len);
+        return in_window(r, in_block, block, Halide::max(chunk ? first - shift : first, 0),
+                         chunk ? last - shift : last, seq_len);
     }
 
 private:

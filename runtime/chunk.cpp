@@ -18,7 +18,8 @@ using gka::internal::fail;
 using Halide::Runtime::Buffer;
 
 // Positions stay below this, so that the kernels' int32 index arithmetic
-// (positions, spans of up to twice the chunk) cannot overflow.
+// (positions, and spans of up to query_len + key_len + |shift|, under 3 * 2^28)
+// cannot overflow.
 constexpr int64_t max_position = int64_t(1) << 28;
 
 Buffer<float, 4> features(const float *p, const gka_shape &s, int64_t tokens) {

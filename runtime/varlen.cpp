@@ -38,7 +38,8 @@ gka_status check_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const
         return fail(GKA_ERR_INVALID_ARGUMENT, "varlen: " + std::to_string(shape.batch) + " sequences: must be >= 1");
     }
     if (cu_seqlens == nullptr) return fail(GKA_ERR_INVALID_ARGUMENT, "cu_seqlens is NULL");
-    const gka_shape tokens{1, shape.seq_len, shape.heads, shape.head_dim};
+    // Sequences may all be empty (a total of 0): the rest is checked all the same.
+    const gka_shape tokens{1, std::max<int64_t>(shape.seq_len, 1), shape.heads, shape.head_dim};
     if (gka_status s = gka::internal::check_arguments(tokens, window, sigma, pointers); s != GKA_OK) return s;
     if (cu_seqlens[0] != 0) {
         return fail(GKA_ERR_INVALID_ARGUMENT, "cu_seqlens[0] = " + std::to_string(cu_seqlens[0]) + ": must be 0");
@@ -65,7 +66,7 @@ gka_status check_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const
 // ran it (it is the one to look for where results differ), else the last one's.
 template <class One>
 gka_status each_sequence(const gka_shape &shape, const int64_t *cu_seqlens, One one) {
-    const char *reported = "";  // the variants' names are static
+    const char *reported = "";  // the variants' names are static; "" if every sequence is empty
     for (int64_t s = 0; s < shape.batch; s++) {
         const int64_t length = cu_seqlens[s + 1] - cu_seqlens[s];
         if (length == 0) continue;

@@ -163,4 +163,10 @@ TEST_CASE("varlen: bad cu_seqlens and arguments fail before anything is written"
     CHECK(dx == std::vector<float>(x.size(), 42.0f));
     CHECK(dsigma == std::vector<float>(H, 42.0f));
     CHECK(forward(3, {0, 0, 6, 6}) == GKA_OK);  // empty sequences are fine
+    // Every sequence empty: nothing to write but dsigma's zeros.
+    const int64_t none[] = {0, 0, 0};
+    CHECK(gka_forward_varlen({2, 0, H, D}, none, {-1, 0}, x.data(), sigma.data(), y.data(), lse.data()) == GKA_OK);
+    CHECK(gka_backward_varlen({2, 0, H, D}, none, {-1, 0}, x.data(), sigma.data(), x.data(), lse.data(), x.data(),
+                              dx.data(), dsigma.data()) == GKA_OK);
+    CHECK(dsigma == std::vector<float>(H, 0.0f));
 }

@@ -125,6 +125,12 @@ def main():
     if args.batch % args.processes:
         parser.error("--batch must be a multiple of --processes")
 
+    if args.fsdp:
+        try:
+            from torch.distributed.fsdp import fully_shard  # noqa: F401  (torch >= 2.6)
+        except ImportError:
+            print(f"SKIPPED: this torch ({torch.__version__}) has no torch.distributed.fsdp.fully_shard")
+            return 77
     torch.manual_seed(args.seed)
     single = train(Model(), args)
     with tempfile.TemporaryDirectory() as d:

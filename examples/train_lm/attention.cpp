@@ -140,7 +140,7 @@ DotProductAttention::DotProductAttention(const std::string &name, int heads, int
 // (leading dimension d), the masked softmax row by row, then P V.
 const float *DotProductAttention::forward(const float *h, const AttentionShape &shape_) {
     if (!shape_.cu_seqlens.empty()) {
-        throw std::invalid_argument("packed documents (--pack) run GKA's varlen kernels; the dot-product layer takes "
+        throw std::invalid_argument("packed documents (--batches packed) run GKA's varlen kernels; the dot-product layer takes "
                                     "fixed windows");
     }
     shape = shape_;

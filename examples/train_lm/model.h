@@ -50,7 +50,9 @@ public:
     const float *logits() const { return head.y.data(); }
     // Generation: the next byte's logits [kVocab] after `token` at `position`
     // (0 starts a new text), each block attending to the tokens before it
-    // through its decode cache of `capacity` slots.
+    // through its decode cache of `capacity` slots. It overwrites what the
+    // layers keep for a backward: run it between training steps, never
+    // between a forward and its backward.
     const float *decode(uint8_t token, int64_t position, gka_window window, int64_t capacity);
 
     std::vector<Param *> params();

@@ -39,7 +39,8 @@ const char *kUsage = R"(usage: train_lm [--option value]...
   --seq T --batch B    tokens per sequence and sequences per step (default 128, 16)
   --batches windows|packed            training batches: B windows of T bytes of the stream, or B*T tokens
                        of whole paragraphs (up to T each) packed, each attending within itself
-                       (gka_forward_varlen; GKA only; default windows). Validation uses windows.
+                       (gka_forward_varlen; GKA only; default windows). Validation uses windows,
+                       and the FLOPs per token printed are the windows' (an upper bound when packed).
   --steps N --lr LR    optimizer steps and peak AdamW learning rate (default 600, 3e-3)
   --eval-every N --eval-batches K     validation cadence and size (default 50, 8)
   --seed S --out DIR   (default 1, train_lm_out)

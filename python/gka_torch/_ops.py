@@ -3,10 +3,10 @@ their variable-length forms gka::forward_varlen and gka::backward_varlen; a chun
 passes gka::forward_chunk and gka::backward_chunk; gka::decode, inference against a
 feature cache.
 
-Both are torch.library custom ops: opaque to torch.compile (one node each in the
+All are torch.library custom ops: opaque to torch.compile (one node each in the
 graph; their fake implementations give only output shapes), and gka::forward's
-autograd formula calls gka::backward, so a compiled training step keeps both
-kernels whole.
+autograd formula calls gka::backward (gka::forward_varlen's gka::backward_varlen),
+so a compiled training step keeps both kernels whole.
 """
 import torch
 
@@ -77,6 +77,13 @@ def _run(name, x, window, *tensors):
     _lib.check(LIB, status, name)
 
 
+def _check_backward_inputs(x, y, lse, dy):
+    """The dtypes and device a backward's pointers must have (its shapes are checked apart)."""
+    for name, t, dtype in (("y", y, x.dtype), ("lse", lse, torch.float32), ("dy", dy, x.dtype)):
+        if t.dtype != dtype or t.device != x.device:
+            raise TypeError(f"gka: {name} must be {dtype} on {x.device}, got {t.dtype} on {t.device}")
+
+
 @torch.library.custom_op("gka::forward", mutates_args=())
 def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(y [B,T,H,D], lse [B,H,T]) = GKA forward of x [B,T,H,D] with bandwidths sigma [H]."""
@@ -109,9 +116,7 @@ def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.T
     if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
         raise ValueError(f"gka: backward needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, T], got "
                          f"y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
-    for name, t, dtype in (("y", y, x.dtype), ("lse", lse, torch.float32), ("dy", dy, x.dtype)):
-        if t.dtype != dtype or t.device != x.device:
-            raise TypeError(f"gka: {name} must be {dtype} on {x.device}, got {t.dtype} on {t.device}")
+    _check_backward_inputs(x, y, lse, dy)
     dx = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
     if B * T * H > 0:
@@ -237,7 +242,7 @@ def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tenso
     x, cu_seqlens, sigma = x.contiguous(), cu_seqlens.contiguous(), sigma.float().contiguous()
     y = torch.empty_like(x)
     lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32)
-    if x.numel() > 0:
+    if x.shape[0] * x.shape[1] > 0:  # libgka refuses head_dim 0 with its reason
         _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse)
     return y, lse
 
@@ -256,11 +261,12 @@ def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tens
     if y.shape != x.shape or dy.shape != x.shape or lse.shape != (x.shape[1], x.shape[0]):
         raise ValueError(f"gka: backward_varlen needs y and dy shaped like x {tuple(x.shape)} and lse [H, total], "
                          f"got y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    _check_backward_inputs(x, y, lse, dy)
     x, y, lse, dy, cu_seqlens = (t.contiguous() for t in (x, y, lse, dy, cu_seqlens))
     sigma = sigma.float().contiguous()
     dx = torch.empty_like(x)
     dsigma = torch.zeros((x.shape[1],), dtype=torch.float32)
-    if x.numel() > 0:
+    if x.shape[0] * x.shape[1] > 0:
         _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse, dy, dx, dsigma)
     return dx, dsigma
 
@@ -342,6 +348,7 @@ def backward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, y: 
     if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
         raise ValueError(f"gka: backward_chunk needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, Tq], "
                          f"got y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    _check_backward_inputs(x, y, lse, dy)
     x, keys, y, lse, dy = (t.contiguous() for t in (x, keys, y, lse, dy))
     sigma = sigma.float().contiguous()
     dx, dx_keys = torch.zeros_like(x), torch.zeros_like(keys)

@@ -51,17 +51,24 @@ def shard(x, rank, world, layout="contiguous"):
 
 
 def _reach(queries, key_segment, window):
-    """The slice (start, length) of key_segment that some query of the segments
-    `queries` reaches under the window, or None."""
+    """The slices [(start, length), ...] of key_segment that some query of the
+    segments `queries` reaches under the window, merged and in order: a query
+    segment [s, s + n) reaches the keys [s - left, s + n - 1 + right]."""
     left, right = window
     start, length = key_segment
-    first, last = start, start + length - 1
-    if left >= 0:
-        first = max(first, min(s for s, _ in queries) - left)
-    if right >= 0:
-        last = min(last, max(s + n - 1 for s, n in queries) + right)
-    reached = [(s, n) for s, n in queries if n > 0 and _pairs(s, n, first, last - first + 1, window)]
-    return (first, last - first + 1) if last >= first and reached else None
+    spans = []
+    for s, n in queries:
+        first = start if left < 0 else max(start, s - left)
+        last = start + length - 1 if right < 0 else min(start + length - 1, s + n - 1 + right)
+        if n > 0 and last >= first:
+            spans.append([first, last])
+    merged = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return [(first, last - first + 1) for first, last in merged]
 
 
 class _Plan:
@@ -74,7 +81,7 @@ class _Plan:
         for holder, held in enumerate(segments):
             for reader, queries in enumerate(segments):
                 if holder != reader:
-                    slices = [r for r in (_reach(queries, g, window) for g in held) if r]
+                    slices = [r for g in held for r in _reach(queries, g, window)]
                     if slices:
                         self.lent[(holder, reader)] = slices
         self.offsets = []  # each of this rank's segments' first index along x_local's dim 1
@@ -128,14 +135,16 @@ class _ContextParallel(torch.autograd.Function):
                     keys.append((holder, s, buf))
                     receives.append((buf, dist.get_global_rank(group, holder) if group else holder))
         works = _exchange(sends, receives, group)
-        own = [(rank, s, _slice(x, plan, s, n)) for s, n in segments[rank]]
+        own = [(rank, s, _slice(x, plan, s, n)) for s, n in segments[rank] if n]
         partials = {k: [] for k in range(len(segments[rank]))}
 
         def run(blocks):
             for q, (qs, qn) in enumerate(segments[rank]):
+                if not qn:
+                    continue
                 xq = _slice(x, plan, qs, qn)
                 for _, ks, xk in blocks:
-                    if qn and _pairs(qs, qn, ks, xk.shape[1], window):
+                    if _pairs(qs, qn, ks, xk.shape[1], window):
                         partials[q].append(torch.ops.gka.forward_chunk(xq, xk, sigma, qs, ks, *window))
 
         run(own)  # while the transfers run
@@ -161,15 +170,17 @@ class _ContextParallel(torch.autograd.Function):
         dy = dy.contiguous().to(x.dtype)
         dx = torch.zeros_like(x)
         dsigma = torch.zeros(sigma.shape, dtype=torch.float32)
-        keys = [(rank, s, _slice(x, plan, s, n)) for s, n in segments[rank]]
+        keys = [(rank, s, _slice(x, plan, s, n)) for s, n in segments[rank] if n]
         keys += [(holder, s, t) for (holder, s), t in zip(ctx.key_origins, lent_keys)]
         borrowed = {}  # (holder, start) -> the gradient of a lent key block, sent back
         for q, (qs, qn) in enumerate(segments[rank]):
+            if not qn:
+                continue
             at = plan.offsets[q]
             xq, yq, dyq = (t[:, at:at + qn] for t in (x, y, dy))
             lq = lse[:, :, at:at + qn]
             for holder, ks, xk in keys:
-                if not (qn and _pairs(qs, qn, ks, xk.shape[1], window)):
+                if not _pairs(qs, qn, ks, xk.shape[1], window):
                     continue
                 dq, dk, ds = torch.ops.gka.backward_chunk(xq, xk, sigma, yq, lq, dyq, qs, ks, *window)
                 dx[:, at:at + qn] += dq
@@ -210,9 +221,9 @@ def context_parallel_gka(x_local, sigma, window=(-1, 0), group=None, layout="con
         raise NotImplementedError(f"gka: context_parallel_gka runs the chunk kernels, float32 on the CPU; got "
                                   f"{x_local.dtype} on {x_local.device}")
     world = dist.get_world_size(group)
+    lengths = [None] * world
+    dist.all_gather_object(lengths, x_local.shape[1], group=group)
     if segments is None:
-        lengths = [None] * world
-        dist.all_gather_object(lengths, x_local.shape[1], group=group)
         if layout == "zigzag":
             segments = segments_of(sum(lengths), world, "zigzag")
         elif layout == "contiguous":
@@ -220,8 +231,9 @@ def context_parallel_gka(x_local, sigma, window=(-1, 0), group=None, layout="con
             segments = [[(starts[r], lengths[r])] for r in range(world)]
         else:
             raise ValueError(f"gka: layout must be 'contiguous' or 'zigzag', got {layout!r}")
-    rank = dist.get_rank(group)
-    if sum(n for _, n in segments[rank]) != x_local.shape[1]:
-        raise ValueError(f"gka: rank {rank} holds {x_local.shape[1]} tokens, its segments {segments[rank]} say "
-                         f"{sum(n for _, n in segments[rank])}")
+    # Every rank checks every rank, so that all raise together rather than wait on one that did.
+    wrong = [r for r in range(world) if sum(n for _, n in segments[r]) != lengths[r]]
+    if wrong:
+        raise ValueError(f"gka: ranks {wrong} hold {[lengths[r] for r in wrong]} tokens, their segments say "
+                         f"{[sum(n for _, n in segments[r]) for r in wrong]}")
     return _ContextParallel.apply(x_local, sigma, window, segments, group)

@@ -36,6 +36,7 @@ CASES = [
     ((6, 0), "contiguous", {2: [25, 16], 4: [3, 14, 4, 20]}),  # a shard shorter than the window
     ((6, 0), "zigzag", None),
     ((2, 3), "contiguous", None),
+    ((-1, 0), "contiguous", {2: [0, 41], 4: [20, 0, 21, 0]}),  # ranks without tokens
 ]
 
 
@@ -47,6 +48,8 @@ def init(rank, world, path):
 
 
 def relative(got, want):
+    if want.numel() == 0:  # a rank without tokens
+        return 0.0 if got.numel() == 0 else float("inf")
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
@@ -82,7 +85,12 @@ def check_cases(rank, world, path):
             err = relative(got.detach(), ref.detach())
             if not err < RTOL:
                 raise AssertionError(f"{what}: {name} off by {err:.2e} relative (bound {RTOL})")
+    dist.barrier()  # every rank done with its peers before any tears its connections down
     dist.destroy_process_group()
+    # Checked and torn down: leave without the interpreter's finalization, where
+    # gloo's threads have been seen to abort ("terminate called without an
+    # active exception", about one run in ten with 4 processes on 2 cores).
+    os._exit(0)
 
 
 def failing_rank(rank, world, path):
@@ -105,6 +113,11 @@ class Plan(unittest.TestCase):
         self.assertEqual(self.plan((6, 0)), {(0, 1): [(94, 6)], (1, 2): [(194, 6)], (2, 3): [(294, 6)]})
         self.assertEqual(self.plan((2, 3)), {(0, 1): [(98, 2)], (1, 0): [(100, 3)], (1, 2): [(198, 2)],
                                              (2, 1): [(200, 3)], (2, 3): [(298, 2)], (3, 2): [(300, 3)]})
+
+    def test_zigzag_sliding_window_sends_only_what_it_reaches(self):
+        # Pieces of 50: each rank's late piece reads the last 6 keys of the piece before it.
+        self.assertEqual(self.plan((6, 0), "zigzag"), {(0, 1): [(44, 6)], (1, 2): [(94, 6)], (2, 3): [(144, 6)],
+                                                       (3, 2): [(244, 6)], (2, 1): [(294, 6)], (1, 0): [(344, 6)]})
 
     def test_causal_sends_whole_shards_forward_only(self):
         lent = self.plan((-1, 0))

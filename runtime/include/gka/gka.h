@@ -119,7 +119,8 @@ GKA_API gka_status gka_decode_bf16(gka_shape shape, int64_t capacity, gka_window
  * [total][H][D], sequence s at tokens cu_seqlens[s] .. cu_seqlens[s+1] - 1;
  * cu_seqlens has shape.batch + 1 int64 entries: 0 first, non-decreasing (a
  * sequence may be empty), the total last; anything else is an error before
- * anything is written. lse is [H][total], FlashAttention's varlen layout. Each
+ * anything is written; if every sequence is empty (a total of 0) the calls write
+ * nothing but dsigma's zeros. lse is [H][total], FlashAttention's varlen layout. Each
  * sequence attends within itself under the window, as a call of its own would
  * (and at its cost: nothing is padded); dsigma sums the sequences' in order.
  * gka_last_kernel() names the variant of the last sequence, or the direct
@@ -150,7 +151,9 @@ GKA_API gka_status gka_backward_varlen_bf16(gka_shape shape, const int64_t *cu_s
  * path), dx_keys [B][key_len][H][D] (the keys' and values' paths) and dsigma,
  * overwritten; a token's gradient is the sum of its dx over the chunks where
  * it is a query and of its dx_keys where it is a key, and dsigma the sum over
- * every chunk. Positions and lengths must keep below 2^28. A chunk with no
+ * every chunk. The outputs must not overlap one another or the inputs (on a
+ * diagonal chunk x and keys may be one tensor; dx and dx_keys are two).
+ * Positions and lengths must keep below 2^28. A chunk with no
  * pair in the window runs no kernel (y = 0, lse = -inf, gradients 0); the
  * kernels compute direct differences (as gka_set_score_form("direct")) in
  * float32. gka_last_kernel() names them ("gka_forward_chunk_..."). */
