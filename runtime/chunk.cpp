@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "HalideBuffer.h"
+#include "buffers.h"
 #include "denormals.h"
 #include "gka/gka.h"
 #include "internal.h"
@@ -15,6 +15,9 @@
 namespace {
 
 using gka::internal::fail;
+using gka::internal::features;
+using gka::internal::per_head;
+using gka::internal::rows;
 using Halide::Runtime::Buffer;
 
 // Positions stay below this, so that the kernels' int32 index arithmetic
@@ -22,8 +25,10 @@ using Halide::Runtime::Buffer;
 // cannot overflow.
 constexpr int64_t max_position = int64_t(1) << 28;
 
-Buffer<float, 4> features(const float *p, const gka_shape &s, int64_t tokens) {
-    return Buffer<float, 4>(const_cast<float *>(p), int(s.head_dim), int(s.heads), int(tokens), int(s.batch));
+// The keys' shape: the queries' with key_len tokens.
+gka_shape keys_shape(gka_shape s, const gka_chunk &c) {
+    s.seq_len = c.key_len;
+    return s;
 }
 
 std::string text(const gka_chunk &c) {
@@ -80,16 +85,15 @@ gka_status gka_forward_chunk(gka_shape shape, gka_chunk chunk, gka_window window
     if (gka_status s = check_chunk(shape, chunk); s != GKA_OK) return s;
     const gka::CpuFamily *f = gka::internal::cpu_family();
     if (f == nullptr) return GKA_ERR_UNSUPPORTED;
-    const int64_t rows = shape.batch * shape.heads * shape.seq_len;
     if (!has_pairs(shape, chunk, window)) {
-        std::fill_n(y, rows * shape.head_dim, 0.0f);
-        std::fill_n(lse, rows, -std::numeric_limits<float>::infinity());
+        const int64_t queries = shape.batch * shape.heads * shape.seq_len;
+        std::fill_n(y, queries * shape.head_dim, 0.0f);
+        std::fill_n(lse, queries, -std::numeric_limits<float>::infinity());
         return gka::internal::ran("", 0, GKA_ERR_INTERNAL);
     }
-    auto xb = features(x, shape, shape.seq_len), kb = features(keys, shape, chunk.key_len);
-    auto yb = features(y, shape, shape.seq_len);
-    Buffer<float, 1> sb(const_cast<float *>(sigma), int(shape.heads));
-    Buffer<float, 3> lb(lse, int(shape.seq_len), int(shape.heads), int(shape.batch));
+    auto xb = features(x, shape), kb = features(keys, keys_shape(shape, chunk)), yb = features(y, shape);
+    auto sb = per_head(sigma, shape);
+    auto lb = rows(lse, shape);
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     const ChunkWindow w = chunk_window(shape, chunk, window);
     const auto *k = gka::forward_chunk_variant(f->name, shape.head_dim);
@@ -118,11 +122,11 @@ gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_window windo
         std::fill_n(dsigma, shape.heads, 0.0f);
         return gka::internal::ran("", 0, GKA_ERR_INTERNAL);
     }
-    auto xb = features(x, shape, shape.seq_len), kb = features(keys, shape, chunk.key_len);
-    auto yb = features(y, shape, shape.seq_len), dyb = features(dy, shape, shape.seq_len);
-    auto dxb = features(dx, shape, shape.seq_len), dkb = features(dx_keys, shape, chunk.key_len);
-    Buffer<float, 1> sb(const_cast<float *>(sigma), int(shape.heads)), dsb(dsigma, int(shape.heads));
-    Buffer<float, 3> lb(const_cast<float *>(lse), int(shape.seq_len), int(shape.heads), int(shape.batch));
+    const gka_shape kshape = keys_shape(shape, chunk);
+    auto xb = features(x, shape), kb = features(keys, kshape), yb = features(y, shape), dyb = features(dy, shape);
+    auto dxb = features(dx, shape), dkb = features(dx_keys, kshape);
+    auto sb = per_head(sigma, shape), dsb = per_head(dsigma, shape);
+    auto lb = rows(lse, shape);
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     const ChunkWindow w = chunk_window(shape, chunk, window);
     const auto *k = gka::backward_chunk_variant(f->name, shape.head_dim);

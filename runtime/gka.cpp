@@ -13,6 +13,7 @@
 #include "HalideBuffer.h"
 #include "HalideRuntime.h"
 #include "block_cache.h"
+#include "buffers.h"
 #include "denormals.h"
 #include "kernel_variants.h"
 #include "internal.h"
@@ -186,34 +187,12 @@ KernelWindow kernel_window(const gka_window &w, int64_t seq_len) {
 namespace {
 
 using gka::internal::check_arguments;
+using gka::internal::ElementOf;
+using gka::internal::features;
 using gka::internal::kernel_window;
+using gka::internal::per_head;
+using gka::internal::rows;
 using gka::internal::KernelWindow;
-
-// The feature tensors' element types: float32, and bfloat16 (gka_bf16, its bits).
-template <class T>
-struct ElementOf;
-template <>
-struct ElementOf<float> {
-    static constexpr gka::Element element = gka::Element::f32;
-    static halide_type_t type() { return halide_type_of<float>(); }
-};
-template <>
-struct ElementOf<gka_bf16> {
-    static constexpr gka::Element element = gka::Element::bf16;
-    static halide_type_t type() { return halide_type_t(halide_type_bfloat, 16); }
-};
-
-template <class T>
-Buffer<void, 4> features(const T *p, const gka_shape &s) {
-    return Buffer<void, 4>(ElementOf<T>::type(), const_cast<T *>(p), int(s.head_dim), int(s.heads), int(s.seq_len),
-                           int(s.batch));
-}
-Buffer<float, 3> rows(const float *p, const gka_shape &s) {
-    return Buffer<float, 3>(const_cast<float *>(p), int(s.seq_len), int(s.heads), int(s.batch));
-}
-Buffer<float, 1> per_head(const float *p, const gka_shape &s) {
-    return Buffer<float, 1>(const_cast<float *>(p), int(s.heads));
-}
 
 gka::WindowKind window_kind(const gka_window &w, const gka_shape &s) {
     return gka::window_kind(w.left, w.right, s.seq_len);

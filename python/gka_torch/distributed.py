@@ -104,11 +104,13 @@ bytes_sent = 0
 
 
 def _exchange(sends, receives, group):
-    """Posts the isends ((tensor, peer), ...) and irecvs ((buffer, peer), ...); returns their works."""
+    """Posts the isends ((tensor, peer), ...) and irecvs ((buffer, peer), ...), peers
+    by their rank in `group`; returns their works."""
     global bytes_sent
     bytes_sent += sum(t.numel() * t.element_size() for t, _ in sends)
-    works = [dist.isend(t.contiguous(), peer, group=group) for t, peer in sends]
-    works += [dist.irecv(buf, peer, group=group) for buf, peer in receives]
+    rank = (lambda r: dist.get_global_rank(group, r)) if group else (lambda r: r)  # isend/irecv take global ranks
+    works = [dist.isend(t.contiguous(), rank(peer), group=group) for t, peer in sends]
+    works += [dist.irecv(buf, rank(peer), group=group) for buf, peer in receives]
     return works
 
 
@@ -124,7 +126,7 @@ class _ContextParallel(torch.autograd.Function):
         plan = _Plan(segments, rank, window)
         B, _, H, D = x.shape
         x = x.contiguous()
-        sends = [(_slice(x, plan, s, n), dist.get_global_rank(group, reader) if group else reader)
+        sends = [(_slice(x, plan, s, n), reader)
                  for (holder, reader), slices in sorted(plan.lent.items()) if holder == rank for s, n in slices]
         keys = []  # (holder, start, tensor): every key block this rank's queries read, its own first
         receives = []
@@ -133,7 +135,7 @@ class _ContextParallel(torch.autograd.Function):
                 for s, n in slices:
                     buf = x.new_empty((B, n, H, D))
                     keys.append((holder, s, buf))
-                    receives.append((buf, dist.get_global_rank(group, holder) if group else holder))
+                    receives.append((buf, holder))
         works = _exchange(sends, receives, group)
         own = [(rank, s, _slice(x, plan, s, n)) for s, n in segments[rank] if n]
         partials = {k: [] for k in range(len(segments[rank]))}
@@ -191,11 +193,10 @@ class _ContextParallel(torch.autograd.Function):
                 else:
                     borrowed[(holder, ks)] = borrowed.get((holder, ks), 0) + dk
         # The lent keys' gradients go back to their holders; this rank's come in, added in rank order.
-        peer = (lambda r: dist.get_global_rank(group, r)) if group else (lambda r: r)
         B, _, H, D = x.shape
-        sends = [(borrowed.get((holder, s), x.new_zeros((B, n, H, D))), peer(holder))
+        sends = [(borrowed.get((holder, s), x.new_zeros((B, n, H, D))), holder)
                  for (holder, reader), slices in sorted(plan.lent.items()) if reader == rank for s, n in slices]
-        receives = [(x.new_empty((B, n, H, D)), s, peer(reader))
+        receives = [(x.new_empty((B, n, H, D)), s, reader)
                     for (holder, reader), slices in sorted(plan.lent.items()) if holder == rank for s, n in slices]
         works = _exchange(sends, [(buf, p) for buf, _, p in receives], group)
         for w in works:
