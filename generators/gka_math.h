@@ -222,6 +222,19 @@ inline void define_spread(Func spread, const Scores &s, Expr seq_len, const Vars
     spread(v.h, v.b) = Halide::max(spread(v.h, v.b), s.sqnorm(t, v.h, v.b));
 }
 
+// bfloat16 to float and back by integer operations, as Halide's emulation on
+// CPUs does it (exact widening; rounding to nearest even): Halide 21's PTX
+// backend asserts on a cast between the two types, and this way every target
+// gives the same bits.
+inline Expr bfloat16_to_float(const Expr &value) {
+    return Halide::reinterpret(Halide::Float(32), Halide::cast<uint32_t>(Halide::reinterpret<uint16_t>(value)) << 16);
+}
+inline Expr float_to_bfloat16(const Expr &value) {
+    const Expr bits = Halide::reinterpret<uint32_t>(Halide::strict_float(value));
+    const Expr rounded = (bits + (0x7fff + ((bits >> 16) & 1))) >> 16;
+    return Halide::reinterpret(Halide::BFloat(16), Halide::cast<uint16_t>(rounded));
+}
+
 // Features read past the last token see the last token. Those values are never
 // summed (the mask excludes them), but tiles may then run past T unguarded.
 // Features of a narrower type (bfloat16) are widened to float, exactly: every
@@ -229,7 +242,7 @@ inline void define_spread(Func spread, const Scores &s, Expr seq_len, const Vars
 inline Func widened_features(Func x) {
     if (x.type() == Halide::Float(32)) return x;
     Func widened(x.name() + "_f32");
-    widened(x.args()) = Halide::cast<float>(x(x.args()));
+    widened(x.args()) = bfloat16_to_float(x(x.args()));
     return widened;
 }
 inline Func clamped_features(Func x, Expr seq_len) {
@@ -238,6 +251,8 @@ inline Func clamped_features(Func x, Expr seq_len) {
 }
 
 // An output's value in its element type (float, or bfloat16 rounded to nearest even).
-inline Expr as_element_of(const Func &output, const Expr &value) { return Halide::cast(output.type(), value); }
+inline Expr as_element_of(const Func &output, const Expr &value) {
+    return output.type() == Halide::Float(32) ? value : float_to_bfloat16(value);
+}
 
 }  // namespace gka

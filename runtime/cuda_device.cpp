@@ -22,6 +22,7 @@
 #include "HalideRuntimeCuda.h"
 #include "gka/gka.h"
 #include "kernel_variants.h"
+#include "buffers.h"
 #include "internal.h"
 
 namespace {
@@ -32,6 +33,7 @@ using gka::internal::fail;
 using CUresult = int;
 using CUdevice = int;
 using CUcontext = void *;
+using CUdeviceptr = unsigned long long;
 struct Driver {
     CUresult (*cuInit)(unsigned);
     CUresult (*cuDeviceGetCount)(int *);
@@ -41,6 +43,7 @@ struct Driver {
     CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*cuGetErrorString)(CUresult, const char **);
+    CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, void *);
 };
 Driver driver{};
 std::string driver_error;  // why the driver or a device is unusable; "" = usable
@@ -115,6 +118,7 @@ void load_driver() {
     bind(driver.cuDeviceGetAttribute, "cuDeviceGetAttribute");
     bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(driver.cuGetErrorString, "cuGetErrorString");
+    bind(driver.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
     if (!missing.empty()) {
         driver_error = "the CUDA driver (libcuda) lacks entry points libgka calls: " + missing;
         return;
@@ -185,14 +189,15 @@ struct DeviceBuffer {
     halide_dimension_t dims[4];
     halide_buffer_t buf{};
 
-    DeviceBuffer(const float *p, std::initializer_list<int64_t> extents) {
+    template <class T>
+    DeviceBuffer(const T *p, std::initializer_list<int64_t> extents) {
         int i = 0, stride = 1;
         for (int64_t e : extents) {
             dims[i] = halide_dimension_t(0, int32_t(e), stride);
             stride *= int32_t(e);
             i++;
         }
-        buf.type = halide_type_t(halide_type_float, 32);
+        buf.type = gka::internal::ElementOf<T>::type();
         buf.dimensions = i;
         buf.dim = dims;
         buf.host = nullptr;
@@ -206,6 +211,112 @@ struct DeviceBuffer {
     bool wrapped = false;
 };
 
+// What both device passes do first: the host checks, the driver, the family.
+gka_status prepare(const gka_shape &shape, const gka_window &window, const float *sigma,
+                   std::initializer_list<std::pair<const void *, const char *>> pointers, const char **family) {
+    gka::internal::clear_error();
+    if (gka_status s = gka::internal::check_arguments(shape, window, sigma, pointers, false); s != GKA_OK) return s;
+    if (!device_ready()) return GKA_ERR_DEVICE;
+    return device_family(family);
+}
+
+gka_status unwrapped(const char *call, std::initializer_list<const DeviceBuffer *> buffers) {
+    for (const DeviceBuffer *b : buffers) {
+        if (!b->wrapped) return fail(GKA_ERR_DEVICE, std::string(call) + ": " + gka::internal::last_message());
+    }
+    return GKA_OK;
+}
+
+template <class T>
+gka_status forward(const char *call, gka_shape shape, gka_window window, const T *x, const float *sigma, T *y,
+                   float *lse, void *stream) {
+    const char *family = nullptr;
+    if (gka_status s = prepare(shape, window, sigma, {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}}, &family);
+        s != GKA_OK) {
+        return s;
+    }
+    const int64_t D = shape.head_dim, H = shape.heads, T_ = shape.seq_len, B = shape.batch;
+    DeviceBuffer xb(x, {D, H, T_, B}), sb(sigma, {H}), yb(y, {D, H, T_, B}), lb(lse, {T_, H, B});
+    if (gka_status s = unwrapped(call, {&xb, &sb, &yb, &lb}); s != GKA_OK) return s;
+    const auto w = gka::internal::kernel_window(window, T_);
+    CallContext context{stream};
+    const auto *k = gka::cuda_forward_variant(family, D, gka::window_kind(window.left, window.right, T_), T_,
+                                              gka::internal::ElementOf<T>::element);
+    // The CUDA kernels run the direct form alone: the spread, which chooses
+    // the form on the CPU, is not read back (that would synchronize the stream).
+    Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));
+    const int code = k->run(&context, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf, spread.raw_buffer());
+    spread.device_free(&context);
+    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+}
+
+template <class T>
+gka_status backward(const char *call, gka_shape shape, gka_window window, const T *x, const float *sigma,
+                    const T *y, const float *lse, const T *dy, T *dx, float *dsigma, void *stream) {
+    const char *family = nullptr;
+    if (gka_status s = prepare(shape, window, sigma,
+                               {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"}, {dx, "dx"},
+                                {dsigma, "dsigma"}},
+                               &family);
+        s != GKA_OK) {
+        return s;
+    }
+    const int64_t D = shape.head_dim, H = shape.heads, T_ = shape.seq_len, B = shape.batch;
+    DeviceBuffer xb(x, {D, H, T_, B}), sb(sigma, {H}), yb(y, {D, H, T_, B}), lb(lse, {T_, H, B}),
+        dyb(dy, {D, H, T_, B}), dxb(dx, {D, H, T_, B}), dsb(dsigma, {H});
+    if (gka_status s = unwrapped(call, {&xb, &sb, &yb, &lb, &dyb, &dxb, &dsb}); s != GKA_OK) return s;
+    const auto w = gka::internal::kernel_window(window, T_);
+    CallContext context{stream};
+    const auto *k = gka::cuda_backward_variant(family, D, gka::window_kind(window.left, window.right, T_), T_,
+                                               gka::internal::ElementOf<T>::element);
+    Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back, as in the forward
+    const int code = k->run(&context, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf,
+                            &dsb.buf, spread.raw_buffer());
+    spread.device_free(&context);
+    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+}
+
+template <class T>
+gka_status decode(const char *call, gka_shape shape, int64_t capacity, gka_window window, const T *x,
+                  const float *sigma, const int64_t *cache_lens, T *cache, T *y, float *lse, void *stream) {
+    const char *family = nullptr;
+    if (gka_status s = prepare(shape, window, sigma,
+                               {{x, "x"}, {sigma, "sigma"}, {cache_lens, "cache_lens"}, {cache, "cache"}, {y, "y"},
+                                {lse, "lse"}},
+                               &family);
+        s != GKA_OK) {
+        return s;
+    }
+    if (gka_status s = gka::internal::check_decode(shape, capacity, window, cache_lens); s != GKA_OK) return s;
+    const int64_t D = shape.head_dim, H = shape.heads, Tq = shape.seq_len, B = shape.batch;
+    DeviceBuffer xb(x, {D, H, Tq, B}), cb(cache, {D, H, capacity, B}), sb(sigma, {H}), yb(y, {D, H, Tq, B}),
+        lb(lse, {Tq, H, B});
+    if (gka_status s = unwrapped(call, {&xb, &cb, &sb, &yb, &lb}); s != GKA_OK) return s;
+    // The lengths from the host; Halide copies them to the device.
+    Halide::Runtime::Buffer<int32_t, 1> lengths(static_cast<int>(B));
+    for (int64_t b = 0; b < B; b++) lengths(int(b)) = int32_t(cache_lens[b]);
+    CallContext context{stream};
+    const auto *k = gka::cuda_decode_variant(family, D, gka::internal::ElementOf<T>::element);
+    // A span past the capacity reaches what a span of the capacity does (check_decode).
+    const int32_t left = gka::internal::kernel_window(window, capacity).left;
+    const int code = k->run(&context, &xb.buf, &cb.buf, lengths.raw_buffer(), &sb.buf, left, &yb.buf, &lb.buf);
+    lengths.device_free(&context);
+    if (gka_status s = gka::internal::ran(k->name, code, GKA_ERR_DEVICE); s != GKA_OK) return s;
+    // The new tokens' features into their slots (the last `capacity` of them),
+    // on the same stream: after the kernels have read the cache.
+    const size_t row = size_t(H * D) * sizeof(T);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t q = std::max<int64_t>(0, Tq - capacity); q < Tq; q++) {
+            const int64_t slot = (cache_lens[b] + q) % capacity;
+            const auto to = CUdeviceptr(uintptr_t(cache)) + (b * capacity + slot) * row;
+            const auto from = CUdeviceptr(uintptr_t(x)) + (b * Tq + q) * row;
+            if (CUresult r = driver.cuMemcpyDtoDAsync(to, from, row, stream); r != 0) {
+                return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemcpyDtoDAsync", r));
+            }
+        }
+    }
+    return GKA_OK;
+}
 
 }  // namespace
 
@@ -226,59 +337,35 @@ int gka_cuda_available(void) {
 
 gka_status gka_forward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
                             float *lse, void *stream) {
-    gka::internal::clear_error();
-    if (gka_status s = gka::internal::check_arguments(shape, window, sigma,
-                                                      {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}}, false);
-        s != GKA_OK) {
-        return s;
-    }
-    if (!device_ready()) return GKA_ERR_DEVICE;
-    const char *family = nullptr;
-    if (gka_status s = device_family(&family); s != GKA_OK) return s;
-    const int64_t D = shape.head_dim, H = shape.heads, T = shape.seq_len, B = shape.batch;
-    DeviceBuffer xb(x, {D, H, T, B}), sb(sigma, {H}), yb(y, {D, H, T, B}), lb(lse, {T, H, B});
-    for (const DeviceBuffer *b : {&xb, &sb, &yb, &lb}) {
-        if (!b->wrapped) return fail(GKA_ERR_DEVICE, "gka_forward_cuda: " + gka::internal::last_message());
-    }
-    const auto w = gka::internal::kernel_window(window, T);
-    CallContext call{stream};
-    const auto *k = gka::cuda_forward_variant(family, D, gka::window_kind(window.left, window.right, T), T);
-    // The CUDA kernels run the direct form alone: the spread, which chooses
-    // the form on the CPU, is not read back (that would synchronize the stream).
-    Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));
-    const int code = k->run(&call, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf, spread.raw_buffer());
-    spread.device_free(&call);
-    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+    return forward("gka_forward_cuda", shape, window, x, sigma, y, lse, stream);
+}
+
+gka_status gka_forward_bf16_cuda(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
+                                 gka_bf16 *y, float *lse, void *stream) {
+    return forward("gka_forward_bf16_cuda", shape, window, x, sigma, y, lse, stream);
 }
 
 gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma,
                              const float *y, const float *lse, const float *dy, float *dx, float *dsigma,
                              void *stream) {
-    gka::internal::clear_error();
-    if (gka_status s = gka::internal::check_arguments(shape, window, sigma,
-                                                      {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"},
-                                                       {dy, "dy"}, {dx, "dx"}, {dsigma, "dsigma"}},
-                                                      false);
-        s != GKA_OK) {
-        return s;
-    }
-    if (!device_ready()) return GKA_ERR_DEVICE;
-    const char *family = nullptr;
-    if (gka_status s = device_family(&family); s != GKA_OK) return s;
-    const int64_t D = shape.head_dim, H = shape.heads, T = shape.seq_len, B = shape.batch;
-    DeviceBuffer xb(x, {D, H, T, B}), sb(sigma, {H}), yb(y, {D, H, T, B}), lb(lse, {T, H, B}),
-        dyb(dy, {D, H, T, B}), dxb(dx, {D, H, T, B}), dsb(dsigma, {H});
-    for (const DeviceBuffer *b : {&xb, &sb, &yb, &lb, &dyb, &dxb, &dsb}) {
-        if (!b->wrapped) return fail(GKA_ERR_DEVICE, "gka_backward_cuda: " + gka::internal::last_message());
-    }
-    const auto w = gka::internal::kernel_window(window, T);
-    CallContext call{stream};
-    const auto *k = gka::cuda_backward_variant(family, D, gka::window_kind(window.left, window.right, T), T);
-    Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back, as in the forward
-    const int code = k->run(&call, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf, &dsb.buf,
-                            spread.raw_buffer());
-    spread.device_free(&call);
-    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+    return backward("gka_backward_cuda", shape, window, x, sigma, y, lse, dy, dx, dsigma, stream);
+}
+
+gka_status gka_backward_bf16_cuda(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
+                                  const gka_bf16 *y, const float *lse, const gka_bf16 *dy, gka_bf16 *dx,
+                                  float *dsigma, void *stream) {
+    return backward("gka_backward_bf16_cuda", shape, window, x, sigma, y, lse, dy, dx, dsigma, stream);
+}
+
+gka_status gka_decode_cuda(gka_shape shape, int64_t capacity, gka_window window, const float *x, const float *sigma,
+                           const int64_t *cache_lens, float *cache, float *y, float *lse, void *stream) {
+    return decode("gka_decode_cuda", shape, capacity, window, x, sigma, cache_lens, cache, y, lse, stream);
+}
+
+gka_status gka_decode_bf16_cuda(gka_shape shape, int64_t capacity, gka_window window, const gka_bf16 *x,
+                                const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y,
+                                float *lse, void *stream) {
+    return decode("gka_decode_bf16_cuda", shape, capacity, window, x, sigma, cache_lens, cache, y, lse, stream);
 }
 
 }  // extern "C"

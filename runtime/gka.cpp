@@ -182,11 +182,42 @@ KernelWindow kernel_window(const gka_window &w, int64_t seq_len) {
     return {clamp(w.left), clamp(w.right)};
 }
 
+gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_window &window,
+                        const int64_t *cache_lens) {
+    if (window.right != 0) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, "decode window (" + std::to_string(window.left) + ", " +
+                                                  std::to_string(window.right) +
+                                                  "): the right span must be 0 (the new tokens' future is not there)");
+    }
+    if (capacity < 1) return fail(GKA_ERR_INVALID_ARGUMENT, "cache capacity " + std::to_string(capacity) + " < 1");
+    if (__int128(shape.batch) * capacity * shape.heads * shape.head_dim > max_elements) {
+        return fail(GKA_ERR_UNSUPPORTED, "the cache has more than 2^31 - 1 elements, the most the kernels address");
+    }
+    // Keys a query reaches back to: those the ring must still hold.
+    const bool ring = window.left >= 0 && window.left <= capacity;
+    for (int64_t b = 0; b < shape.batch; b++) {
+        const int64_t length = cache_lens[b];
+        if (length < 0 || length > INT32_MAX - shape.seq_len) {
+            return fail(GKA_ERR_INVALID_ARGUMENT, "cache_lens[" + std::to_string(b) + "] = " + std::to_string(length) +
+                                                      ": must be in 0..2^31 - 1 - new tokens");
+        }
+        if (!ring && length + shape.seq_len > capacity) {
+            return fail(GKA_ERR_INVALID_ARGUMENT,
+                        "cache_lens[" + std::to_string(b) + "] = " + std::to_string(length) + " + " +
+                            std::to_string(shape.seq_len) + " new tokens do not fit a cache of capacity " +
+                            std::to_string(capacity) + ", and window (" + std::to_string(window.left) +
+                            ", 0) reaches further back than it holds (a ring needs (W-1, 0) with W-1 <= capacity)");
+        }
+    }
+    return GKA_OK;
+}
+
 }  // namespace gka::internal
 
 namespace {
 
 using gka::internal::check_arguments;
+using gka::internal::check_decode;
 using gka::internal::ElementOf;
 using gka::internal::features;
 using gka::internal::kernel_window;
@@ -286,39 +317,6 @@ gka_status backward(gka_shape shape, gka_window window, const T *x, const float 
         },
         [&](const auto *k) { return k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread); }, spread,
         sigma);
-}
-
-// Decode's own checks, after check_arguments (shape.seq_len: the new tokens):
-// the window (right span 0), and that the cache holds every key each sequence
-// reaches, now and after the new tokens are written.
-gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_window &window,
-                        const int64_t *cache_lens) {
-    if (window.right != 0) {
-        return fail(GKA_ERR_INVALID_ARGUMENT, "decode window (" + std::to_string(window.left) + ", " +
-                                                  std::to_string(window.right) +
-                                                  "): the right span must be 0 (the new tokens' future is not there)");
-    }
-    if (capacity < 1) return fail(GKA_ERR_INVALID_ARGUMENT, "cache capacity " + std::to_string(capacity) + " < 1");
-    if (__int128(shape.batch) * capacity * shape.heads * shape.head_dim > max_elements) {
-        return fail(GKA_ERR_UNSUPPORTED, "the cache has more than 2^31 - 1 elements, the most the kernels address");
-    }
-    // Keys a query reaches back to: those the ring must still hold.
-    const bool ring = window.left >= 0 && window.left <= capacity;
-    for (int64_t b = 0; b < shape.batch; b++) {
-        const int64_t length = cache_lens[b];
-        if (length < 0 || length > INT32_MAX - shape.seq_len) {
-            return fail(GKA_ERR_INVALID_ARGUMENT, "cache_lens[" + std::to_string(b) + "] = " + std::to_string(length) +
-                                                      ": must be in 0..2^31 - 1 - new tokens");
-        }
-        if (!ring && length + shape.seq_len > capacity) {
-            return fail(GKA_ERR_INVALID_ARGUMENT,
-                        "cache_lens[" + std::to_string(b) + "] = " + std::to_string(length) + " + " +
-                            std::to_string(shape.seq_len) + " new tokens do not fit a cache of capacity " +
-                            std::to_string(capacity) + ", and window (" + std::to_string(window.left) +
-                            ", 0) reaches further back than it holds (a ring needs (W-1, 0) with W-1 <= capacity)");
-        }
-    }
-    return GKA_OK;
 }
 
 template <class T>
@@ -439,16 +437,17 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     const gka::Scores scores = strip("_direct") ? gka::Scores::direct : gka::Scores::expansion;
     const bool bf16 = strip("_bf16");
     const gka::Element element = bf16 ? gka::Element::bf16 : gka::Element::f32;
-    // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one;
-    // the CUDA kernels take float32 features alone.
+    // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one
+    // (the CUDA kernels are the direct form, whatever the pass's suffix says).
     if (p == "forward") {
         pick(gka::forward_variant(family, shape.head_dim, kind, shape.seq_len, scores, element));
-        if (!bf16) pick(gka::cuda_forward_variant(family, shape.head_dim, kind, shape.seq_len));
+        pick(gka::cuda_forward_variant(family, shape.head_dim, kind, shape.seq_len, element));
     } else if (p == "backward") {
         pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len, scores, element));
-        if (!bf16) pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len));
+        pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len, element));
     } else if (p == "decode") {
         pick(gka::decode_variant(family, shape.head_dim, element));
+        pick(gka::cuda_decode_variant(family, shape.head_dim, element));
     } else if (p == "forward_chunk" && !bf16) {
         pick(gka::forward_chunk_variant(family, shape.head_dim));
     } else if (p == "backward_chunk" && !bf16) {

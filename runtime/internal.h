@@ -44,6 +44,12 @@ struct KernelWindow {
 };
 KernelWindow kernel_window(const gka_window &w, int64_t seq_len);
 
+// Decode's own checks, after check_arguments (shape.seq_len: the new tokens):
+// the window (right span 0), and that the cache holds every key each sequence
+// reaches, now and after the new tokens are written.
+gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_window &window,
+                        const int64_t *cache_lens);
+
 // The families' names, comma-separated ("avx512,avx2,generic"): what
 // gka_cpu_families() and gka_cuda_families() return.
 template <class Family>

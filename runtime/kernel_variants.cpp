@@ -28,6 +28,7 @@ const std::vector<Variant<DecodeKernel>> decode_variants = {GKA_DECODE_CPU_VARIA
 // Empty where the table has no CUDA family for this architecture.
 const std::vector<Variant<CudaForwardKernel>> cuda_forward_variants = {GKA_FORWARD_CUDA_VARIANTS};
 const std::vector<Variant<CudaBackwardKernel>> cuda_backward_variants = {GKA_BACKWARD_CUDA_VARIANTS};
+const std::vector<Variant<CudaDecodeKernel>> cuda_decode_variants = {GKA_DECODE_CUDA_VARIANTS};
 #undef GKA_VARIANT
 
 template <class Kernel>
@@ -64,12 +65,16 @@ const Variant<DecodeKernel> *decode_variant(const char *family, int64_t head_dim
     return narrowest(decode_variants, family, head_dim, WindowKind::ANY, 1, Scores::direct, element);
 }
 const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                                      int64_t seq_len) {
-    return narrowest(cuda_forward_variants, family, head_dim, kind, seq_len, Scores::direct, Element::f32);
+                                                      int64_t seq_len, Element element) {
+    return narrowest(cuda_forward_variants, family, head_dim, kind, seq_len, Scores::direct, element);
 }
 const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                                        int64_t seq_len) {
-    return narrowest(cuda_backward_variants, family, head_dim, kind, seq_len, Scores::direct, Element::f32);
+                                                        int64_t seq_len, Element element) {
+    return narrowest(cuda_backward_variants, family, head_dim, kind, seq_len, Scores::direct, element);
+}
+
+const Variant<CudaDecodeKernel> *cuda_decode_variant(const char *family, int64_t head_dim, Element element) {
+    return narrowest(cuda_decode_variants, family, head_dim, WindowKind::ANY, 1, Scores::direct, element);
 }
 
 const std::vector<CudaFamily> &cuda_families() { return cuda_family_list; }

@@ -40,6 +40,8 @@ using CudaForwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer
 using CudaBackwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
                                    halide_buffer_t *, halide_buffer_t *, int32_t, int32_t, halide_buffer_t *,
                                    halide_buffer_t *, halide_buffer_t *);
+using CudaDecodeKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                                 halide_buffer_t *, int32_t, halide_buffer_t *, halide_buffer_t *);
 
 // How a variant forms |x_i - x_j|^2 (generators/gka_math.h's ScoreForm): the
 // fast expansion, or the direct differences that serve every input.
@@ -88,7 +90,7 @@ struct Variant {
 // The variant of `family` for a call of these shapes, or null if the family
 // has no kernels (every CPU family has one for any head dim and shape in
 // each score form and element type; the CUDA families have the direct form
-// of float32 only).
+// alone).
 const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
                                               Scores = Scores::expansion, Element = Element::f32);
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
@@ -98,9 +100,10 @@ const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, int
 const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, int64_t head_dim);
 const Variant<DecodeKernel> *decode_variant(const char *family, int64_t head_dim, Element = Element::f32);
 const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind,
-                                                      int64_t seq_len);
+                                                      int64_t seq_len, Element = Element::f32);
 const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind,
-                                                        int64_t seq_len);
+                                                        int64_t seq_len, Element = Element::f32);
+const Variant<CudaDecodeKernel> *cuda_decode_variant(const char *family, int64_t head_dim, Element = Element::f32);
 
 // The CUDA families compiled in, best first, each with the compute capability
 // its PTX targets (major * 10 + minor).

@@ -89,13 +89,28 @@ std::string BackwardSchedule::search_space() const { return search_space_of(knob
 
 DecodeSchedule::DecodeSchedule(const Target &target, const std::string &overrides) {
     const Family family = family_of(target);
-    if (family == Family::Cuda) throw std::invalid_argument("gka decode: no CUDA schedule");
-    knobs_ = with_overrides(cpu_decode_knobs(family), overrides);
+    if (family == Family::Cuda) {
+        knobs_ = with_overrides(cuda_decode_knobs(), overrides);
+    } else {
+        knobs_ = with_overrides(cpu_decode_knobs(family), overrides);
+    }
 }
 
-int DecodeSchedule::chunk() const { return knobs_.chunk; }
-void DecodeSchedule::apply(DecodePipeline &p) const { schedule_decode_cpu(p, knobs_); }
-std::string DecodeSchedule::knobs() const { return knob_string(knobs_); }
-std::string DecodeSchedule::search_space() const { return search_space_json<CpuDecodeKnobs>(); }
+int DecodeSchedule::chunk() const {
+    return std::visit([](const auto &k) { return k.chunk; }, knobs_);
+}
+
+void DecodeSchedule::apply(DecodePipeline &p) const {
+    std::visit([&](const auto &k) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(k)>, CudaDecodeKnobs>) {
+            schedule_decode_cuda(p, k);
+        } else {
+            schedule_decode_cpu(p, k);
+        }
+    }, knobs_);
+}
+
+std::string DecodeSchedule::knobs() const { return knob_string_of(knobs_); }
+std::string DecodeSchedule::search_space() const { return search_space_of(knobs_); }
 
 }  // namespace gka

@@ -38,18 +38,24 @@ struct CpuDecodeKnobs {  // decode_cpu.cpp
     int vector, chunk;
     static const std::vector<Knob<CpuDecodeKnobs>> &fields();
 };
+struct CudaDecodeKnobs {  // decode_cuda.cpp
+    int chunk, key_threads, output_tokens;
+    static const std::vector<Knob<CudaDecodeKnobs>> &fields();
+};
 
 CpuForwardKnobs cpu_forward_knobs(Family family);
 CudaForwardKnobs cuda_forward_knobs();
 CpuBackwardKnobs cpu_backward_knobs(Family family);
 CudaBackwardKnobs cuda_backward_knobs();
 CpuDecodeKnobs cpu_decode_knobs(Family family);
+CudaDecodeKnobs cuda_decode_knobs();
 
 void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k);
 void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k);
 void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k);
 void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k);
 void schedule_decode_cpu(DecodePipeline &p, const CpuDecodeKnobs &k);
+void schedule_decode_cuda(DecodePipeline &p, const CudaDecodeKnobs &k);
 
 // The forward's schedule for a target: its family's knobs (the defaults, then
 // "name:value,..." overrides: the build passes schedules/tuned.tsv's row) and
@@ -100,7 +106,7 @@ public:
     std::string search_space() const;
 
 private:
-    CpuDecodeKnobs knobs_;
+    std::variant<CpuDecodeKnobs, CudaDecodeKnobs> knobs_;
 };
 
 }  // namespace gka

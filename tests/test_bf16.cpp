@@ -98,7 +98,7 @@ TEST_CASE("bf16: the float32 kernels' results of the same inputs, rounded once",
     }
 }
 
-TEST_CASE("bf16: the variants are named, on the CPU families alone", "[bf16]") {
+TEST_CASE("bf16: the variants are named, on every family", "[bf16]") {
     const gka_shape shape{1, 64, 1, 64};
     for (const std::string &family : gka_test::compiled_families()) {
         for (const char *pass : {"forward_bf16", "backward_bf16", "forward_bf16_direct", "backward_bf16_direct"}) {
@@ -113,8 +113,13 @@ TEST_CASE("bf16: the variants are named, on the CPU families alone", "[bf16]") {
         CHECK(std::string(gka_kernel_variant(family.c_str(), "forward", shape, causal, nullptr)).find("_bf16") ==
               std::string::npos);
     }
-    for (const std::string &cuda : gka_test::cuda_families()) {
-        CHECK(gka_kernel_variant(cuda.c_str(), "forward_bf16", shape, causal, nullptr) == nullptr);
+    for (const std::string &cuda : gka_test::cuda_families()) {  // the direct form alone
+        for (const char *pass : {"forward_bf16", "backward_bf16"}) {
+            INFO(cuda << " " << pass);
+            const char *name = gka_kernel_variant(cuda.c_str(), pass, shape, causal, nullptr);
+            REQUIRE(name != nullptr);
+            CHECK(std::string(name).find("_" + cuda + "_d64_bf16_direct") != std::string::npos);
+        }
     }
     CHECK(gka_kernel_variant("avx512", "forward_bf16_bf16", shape, causal, nullptr) == nullptr);
 }

@@ -33,9 +33,17 @@ TEST_CASE("cuda: compiled in, and without a device GKA_ERR_DEVICE with the reaso
     std::vector<float> dx(32, 42.0f), dsigma(1, 42.0f);
     CHECK(gka_backward_cuda(shape, {-1, 0}, x.data(), sigma.data(), x.data(), lse.data(), x.data(), dx.data(),
                             dsigma.data(), nullptr) == GKA_ERR_DEVICE);
+    std::vector<gka_bf16> xb(32), yb(32, 42);
+    CHECK(gka_forward_bf16_cuda(shape, {-1, 0}, xb.data(), sigma.data(), yb.data(), lse.data(), nullptr) ==
+          GKA_ERR_DEVICE);
+    const int64_t lens[] = {3};
+    const gka_shape step{1, 1, 1, 4};
+    CHECK(gka_decode_cuda(step, 8, {-1, 0}, x.data(), sigma.data(), lens, x.data() + 4, y.data(), lse.data(),
+                          nullptr) == GKA_ERR_DEVICE);
     for (const auto *v : {&y, &lse, &dx, &dsigma}) {
         for (float f : *v) REQUIRE(f == 42.0f);
     }
+    for (gka_bf16 b : yb) REQUIRE(b == 42);
     // The CPU paths still run.
     CHECK(gka_forward(shape, {-1, 0}, x.data(), sigma.data(), y.data(), lse.data()) == GKA_OK);
 }

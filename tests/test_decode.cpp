@@ -197,8 +197,10 @@ TEST_CASE("decode: bfloat16 features, within the bf16 contract", "[decode][bf16]
     });
 }
 
-TEST_CASE("decode: the variants are named on every CPU family", "[decode]") {
-    for (const std::string &family : gka_test::compiled_families()) {
+TEST_CASE("decode: the variants are named on every family", "[decode]") {
+    std::vector<std::string> families = gka_test::compiled_families();
+    for (const std::string &cuda : gka_test::cuda_families()) families.push_back(cuda);
+    for (const std::string &family : families) {
         for (int64_t D : {64, 128, 20}) {
             INFO(family << " D=" << D);
             const char *name = gka_kernel_variant(family.c_str(), "decode", {1, 1, 1, D}, causal, nullptr);

@@ -51,9 +51,6 @@ def _check(x, sigma, fake=False, autocast=False):
         return
     if x.device.type not in _DEVICES:
         raise ValueError(f"gka: tensors must be on the CPU or a CUDA device, got {x.device}")
-    if x.device.type == "cuda" and x.dtype != torch.float32 and not autocast:
-        raise NotImplementedError(f"gka: libgka's CUDA kernels take float32 features alone, got {x.dtype} on "
-                                  f"{x.device}")
     if x.device.type == "cuda" and not _lib.has_cuda(LIB):
         raise NotImplementedError(
             f"gka: this libgka ({LIBRARY_PATH}) has no CUDA entry points "
@@ -151,10 +148,8 @@ def _backward(ctx, dy, _dlse):
 
 forward.register_autograd(_backward, setup_context=_setup_context)
 
-# Under torch.autocast on CUDA the op runs in float32 (libgka's only CUDA
-# kernels). On the CPU gka_attention casts x alone to bfloat16 (below): an
-# autocast registration would round sigma, a learned bandwidth, as well.
-torch.library.register_autocast("gka::forward", "cuda", torch.float32)
+# No autocast registration: under torch.autocast gka_attention casts x alone
+# (below); a registration would round sigma, a learned bandwidth, as well.
 
 
 @torch.library.custom_op("gka::decode", mutates_args=("cache",))
@@ -163,8 +158,6 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
     """(y [B,Tq,H,D], lse [B,H,Tq]) of the new tokens x [B,Tq,H,D] against cache
     [B,capacity,H,D] of cache_lens [B] (int64) tokens each; writes x into the cache (gka.h, gka_decode)."""
     _check(x, sigma)
-    if x.device.type != "cpu":
-        raise NotImplementedError(f"gka: decode runs on the CPU (libgka has no CUDA decode kernels), got {x.device}")
     B, Tq, H, D = x.shape
     if cache.dim() != 4 or cache.shape[0] != B or tuple(cache.shape[2:]) != (H, D):
         raise ValueError(f"gka: cache must be [batch, capacity, heads, head_dim] = [{B}, capacity, {H}, {D}], "
@@ -178,12 +171,17 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
                         f"{tuple(cache_lens.shape)} on {cache_lens.device}")
     x, sigma, cache_lens = x.contiguous(), sigma.float().contiguous(), cache_lens.contiguous()
     y = torch.empty_like(x)
-    lse = torch.empty((B, H, Tq), dtype=torch.float32)
+    lse = torch.empty((B, H, Tq), dtype=torch.float32, device=x.device)
     if B * Tq * H > 0:
         name = "gka_decode" + _FEATURE_DTYPES[x.dtype]
-        status = getattr(LIB, name)(_lib.Shape(B, Tq, H, D), cache.shape[1], _lib.Window(left, right), x.data_ptr(),
-                                    sigma.data_ptr(), cache_lens.data_ptr(), cache.data_ptr(), y.data_ptr(),
-                                    lse.data_ptr())
+        args = (_lib.Shape(B, Tq, H, D), cache.shape[1], _lib.Window(left, right), x.data_ptr(), sigma.data_ptr(),
+                cache_lens.data_ptr(), cache.data_ptr(), y.data_ptr(), lse.data_ptr())
+        if x.device.type == "cpu":
+            status = getattr(LIB, name)(*args)
+        else:
+            with torch.cuda.device(x.device):
+                name += "_cuda"
+                status = getattr(LIB, name)(*args, torch.cuda.current_stream(x.device).cuda_stream)
         _lib.check(LIB, status, name)
     return y, lse
 
@@ -203,7 +201,8 @@ def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0)):
     position p of sequence b in slot p % capacity; cache_lens [B] (int64, CPU) counts
     each sequence's tokens before the call and is not changed (add Tq after). window
     is causal (-1, 0), or (W-1, 0), where a ring of capacity >= W-1 serves any
-    length. x and cache are float32 or bfloat16 (the same); CPU only. To prefill a
+    length. x and cache are float32 or bfloat16 (the same), on the CPU or a CUDA
+    device (cache_lens stays on the CPU). To prefill a
     long prompt, run gka_attention on it and copy its x into the cache.
     """
     left, right = _window(window)
@@ -432,13 +431,15 @@ def gka_attention_chunked(x, sigma, window=(-1, 0), chunk_size=1024):
 
 
 def _autocast_inputs(x, sigma, packed=False):
-    """Metadata checks of gka_attention's inputs; under torch.autocast on the CPU,
-    x cast to bfloat16 (libgka has no float16 kernels), whatever the autocast dtype;
+    """Metadata checks of gka_attention's inputs; under torch.autocast, x cast to
+    bfloat16 on the CPU whatever the autocast dtype, and on CUDA to bfloat16 if
+    that is the autocast dtype, else to float32 (libgka has no float16 kernels);
     sigma keeps its precision (the ops widen it to float32)."""
     autocast = isinstance(x, torch.Tensor) and x.device.type in _DEVICES and torch.is_autocast_enabled(x.device.type)
     _check(x.unsqueeze(0) if packed else x, sigma, autocast=autocast)
-    if autocast and x.device.type == "cpu":
-        x = x.to(torch.bfloat16)
+    if autocast:
+        bf16 = x.device.type == "cpu" or torch.get_autocast_dtype(x.device.type) == torch.bfloat16
+        x = x.to(torch.bfloat16 if bf16 else torch.float32)
         if sigma.dtype not in _FEATURE_DTYPES:
             sigma = sigma.float()
     return x, sigma
@@ -464,9 +465,9 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0)):
 
 def gka_attention(x, sigma, window=(-1, 0)):
     """Gaussian Kernel Attention: y [B,T,H,D] for features x [B,T,H,D] and per-head
-    bandwidths sigma [H] (finite, > 0). x is float32 or bfloat16 (CPU; CUDA takes
-    float32), y has x's dtype, and sigma either (the kernels widen it to float32);
-    under torch.autocast on the CPU the bfloat16 kernels run.
+    bandwidths sigma [H] (finite, > 0). x is float32 or bfloat16 (CPU or CUDA), y
+    has x's dtype, and sigma either (the kernels widen it to float32); under
+    torch.autocast the bfloat16 kernels run (on CUDA, float32 for float16).
 
     window is FlashAttention's (left, right), -1 = unbounded: (-1, 0) causal (the
     default), (-1, -1) full, (W-1, 0) causal sliding window of W tokens. Gradients

@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "bfloat16.h"
 #include "check.h"
 #include "cuda_driver.h"
 #include "random_problem.h"
@@ -23,20 +24,23 @@ namespace {
 
 gka_cuda::Driver cu;
 
-// Device memory for one tensor, freed on scope exit.
+// Device memory for one tensor of floats (or gka_bf16), freed on scope exit.
+template <class T = float>
 struct DeviceArray {
     gka_cuda::CUdeviceptr ptr = 0;
     size_t count = 0;
-    explicit DeviceArray(size_t n) : count(n) { REQUIRE(cu.cuMemAlloc(&ptr, std::max<size_t>(n, 1) * 4) == 0); }
-    explicit DeviceArray(const std::vector<float> &v) : DeviceArray(v.size()) { upload(v); }
+    explicit DeviceArray(size_t n) : count(n) {
+        REQUIRE(cu.cuMemAlloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)) == 0);
+    }
+    explicit DeviceArray(const std::vector<T> &v) : DeviceArray(v.size()) { upload(v); }
     ~DeviceArray() { cu.cuMemFree(ptr); }
-    void upload(const std::vector<float> &v) { REQUIRE(cu.cuMemcpyHtoD(ptr, v.data(), v.size() * 4) == 0); }
-    std::vector<float> download() const {
-        std::vector<float> v(count);
-        REQUIRE(cu.cuMemcpyDtoH(v.data(), ptr, count * 4) == 0);
+    void upload(const std::vector<T> &v) { REQUIRE(cu.cuMemcpyHtoD(ptr, v.data(), v.size() * sizeof(T)) == 0); }
+    std::vector<T> download() const {
+        std::vector<T> v(count);
+        REQUIRE(cu.cuMemcpyDtoH(v.data(), ptr, count * sizeof(T)) == 0);
         return v;
     }
-    float *f() const { return reinterpret_cast<float *>(ptr); }
+    T *f() const { return reinterpret_cast<T *>(ptr); }
 };
 
 struct Stream {
@@ -63,6 +67,28 @@ void check_on_device(const gka_ref::Problem &p) {
     gka_test::check_report("cuda", p, gka_test::compare(p, run_on_device(p, stream)));
 }
 
+// The bfloat16 passes on `p` with x and dy rounded to bfloat16 (the reference's
+// inputs too), judged by the bfloat16 contract.
+void check_bf16_on_device(gka_ref::Problem p) {
+    p.x = gka_test::rounded_to_bf16(p.x);
+    p.dy = gka_test::rounded_to_bf16(p.dy);
+    Stream stream;
+    DeviceArray<gka_bf16> x(gka_test::to_bf16(p.x)), dy(gka_test::to_bf16(p.dy)), y(p.size()), dx(p.size());
+    DeviceArray<> sigma(p.sigma), lse(p.rows()), dsigma(p.shape.heads);
+    gka_status s = gka_forward_bf16_cuda(p.shape, p.window, x.f(), sigma.f(), y.f(), lse.f(), stream.s);
+    INFO(gka_last_error());
+    REQUIRE(s == GKA_OK);
+    CHECK(std::string(gka_last_kernel()).find("_bf16") != std::string::npos);
+    s = gka_backward_bf16_cuda(p.shape, p.window, x.f(), sigma.f(), y.f(), lse.f(), dy.f(), dx.f(), dsigma.f(),
+                               stream.s);
+    INFO(gka_last_error());
+    REQUIRE(s == GKA_OK);
+    stream.sync();
+    const gka_test::Outputs out{gka_test::from_bf16(y.download()), lse.download(), gka_test::from_bf16(dx.download()),
+                                dsigma.download()};
+    gka_test::check_report("cuda bf16", p, gka_test::compare(p, out, {}, gka_test::bfloat16_bounds));
+}
+
 const gka_window full{-1, -1}, causal{-1, 0};
 
 }  // namespace
@@ -74,6 +100,56 @@ TEST_CASE("cuda: windows and head dims against the double reference", "[cuda]") 
             auto p = gka_ref::make_problem({2, 300, 3, D}, w, {0.5f, 2.0f, 9.0f}, 1.5, 500 + D);
             check_on_device(p);
         }
+    }
+}
+
+TEST_CASE("cuda: bfloat16 features, windows and head dims, within the bf16 contract", "[cuda][bf16]") {
+    for (int64_t D : {64, 128, 40}) {
+        for (gka_window w : {causal, full, gka_window{255, 0}, gka_window{0, 0}, gka_window{3, 7}}) {
+            check_bf16_on_device(gka_ref::make_problem({2, 300, 2, D}, w, {0.6f, 3.0f}, 1.5, 700 + D));
+        }
+    }
+}
+
+// Decoding a sequence a step at a time (Tq new tokens a step) on the device and
+// on the CPU (gka_decode, which tests/test_decode.cpp holds to the reference):
+// y and lse agree to float rounding, and so do the caches they wrote.
+TEST_CASE("cuda: decode steps match the CPU's, causal and on a ring", "[cuda][decode]") {
+    struct Case {
+        gka_window window;
+        int64_t capacity, new_tokens, D;
+    };
+    for (const Case c : {Case{causal, 600, 1, 64}, Case{causal, 600, 3, 128}, Case{{63, 0}, 63, 1, 64},
+                         Case{{63, 0}, 80, 2, 40}}) {
+        INFO("window (" << c.window.left << ", 0), capacity " << c.capacity << ", " << c.new_tokens
+                        << " new tokens a step, D=" << c.D);
+        const int64_t B = 2, H = 3, steps = 150, row = H * c.D;
+        const auto p = gka_ref::make_problem({B, steps * c.new_tokens, H, c.D}, c.window, {0.5f, 2.0f, 9.0f}, 1.5, 77);
+        std::vector<float> cpu_cache(B * c.capacity * row, 0.0f);
+        DeviceArray<> cache(cpu_cache), sigma(p.sigma);
+        Stream stream;
+        for (int64_t step = 0; step < steps; step++) {
+            const int64_t at = step * c.new_tokens;
+            std::vector<float> x(B * c.new_tokens * row);
+            for (int64_t b = 0; b < B; b++) {
+                std::copy_n(&p.x[(b * p.shape.seq_len + at) * row], c.new_tokens * row, &x[b * c.new_tokens * row]);
+            }
+            const gka_shape shape{B, c.new_tokens, H, c.D};
+            const std::vector<int64_t> lens(B, at);
+            std::vector<float> y(x.size()), lse(B * H * c.new_tokens);
+            REQUIRE(gka_decode(shape, c.capacity, c.window, x.data(), p.sigma.data(), lens.data(), cpu_cache.data(),
+                               y.data(), lse.data()) == GKA_OK);
+            DeviceArray<> xd(x), yd(y.size()), lsed(lse.size());
+            const gka_status s = gka_decode_cuda(shape, c.capacity, c.window, xd.f(), sigma.f(), lens.data(),
+                                                 cache.f(), yd.f(), lsed.f(), stream.s);
+            INFO(gka_last_error());
+            REQUIRE(s == GKA_OK);
+            stream.sync();
+            const std::vector<float> yg = yd.download(), lseg = lsed.download();
+            for (size_t k = 0; k < y.size(); k++) REQUIRE(yg[k] == Approx(y[k]).epsilon(1e-4).margin(1e-5));
+            for (size_t k = 0; k < lse.size(); k++) REQUIRE(lseg[k] == Approx(lse[k]).margin(2e-5));
+        }
+        CHECK(cache.download() == cpu_cache);
     }
 }
 
@@ -215,7 +291,7 @@ TEST_CASE("cuda: bad inputs fail before anything runs and leave the outputs unto
     Stream stream;
     auto untouched = [&] {
         stream.sync();
-        for (const DeviceArray *a : {&y, &lse, &dx, &dsigma}) {
+        for (const DeviceArray<> *a : {&y, &lse, &dx, &dsigma}) {
             for (float v : a->download()) REQUIRE(v == 42.0f);
         }
     };

@@ -253,12 +253,41 @@ class CudaTensors(unittest.TestCase):
                     self.assertLess(rel_err(xc.grad.cpu(), want_dx), RTOL)
                     self.assertLess(rel_err(sc.grad.cpu(), want_dsigma), RTOL)
 
-    def test_bf16_is_refused_with_a_reason_and_autocast_runs_float32(self):
+    def test_bf16_runs_the_bf16_kernels(self):
+        for window in WINDOWS:
+            with self.subTest(window=window):
+                x, sigma = inputs(64, seed=9)
+                want_y, dy, want_dx, want_dsigma = reference_with_gradients(x.to(torch.bfloat16).double(), sigma,
+                                                                            window, seed=10)
+                xc = x.to(torch.bfloat16).cuda().requires_grad_()
+                y = gka_attention(xc, sigma.float().cuda(), window)
+                self.assertIn("_bf16", gka_torch.last_kernel())
+                self.assertEqual(y.dtype, torch.bfloat16)
+                (y * dy.to(torch.bfloat16).cuda()).sum().backward()
+                self.assertEqual(xc.grad.dtype, torch.bfloat16)
+                self.assertLess(rel_err(y.cpu(), want_y), 1e-2)
+                self.assertLess(rel_err(xc.grad.cpu(), want_dx), 2e-2)
+
+    def test_decode_matches_reference(self):
+        for window, capacity, dtype, tol in (((-1, 0), 40, torch.float32, RTOL), ((5, 0), 5, torch.float32, RTOL),
+                                             ((-1, 0), 40, torch.bfloat16, 1e-2)):
+            with self.subTest(window=window, capacity=capacity, dtype=dtype):
+                x, sigma = inputs(64, seed=3, b=2, t=40, h=2)
+                x = x.to(dtype).double()
+                want = gka_forward_reference(x, sigma, window)[0]
+                y = decode_all(x, sigma, window, capacity, dtype, "cuda")
+                self.assertIn("cuda", gka_torch.last_kernel())
+                self.assertLess(rel_err(y, want), tol)
+
+    def test_autocast_runs_bf16_and_float16_runs_float32(self):
         x, sigma = inputs(24)
-        with self.assertRaisesRegex(NotImplementedError, "CUDA kernels take float32"):
-            gka_attention(x.to(torch.bfloat16).cuda(), sigma.float().cuda())
+        sf = sigma.float().cuda()
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            y = gka_attention(x.to(torch.bfloat16).cuda(), sigma.float().cuda())
+            y = gka_attention(x.float().cuda(), sf)
+        self.assertEqual(y.dtype, torch.bfloat16)
+        self.assertIn("_bf16", gka_torch.last_kernel())
+        with torch.autocast("cuda", dtype=torch.float16):
+            y = gka_attention(x.half().cuda(), sf)
         self.assertEqual(y.dtype, torch.float32)
 
 
@@ -346,24 +375,27 @@ class Errors(unittest.TestCase):
                 gka_attention(x, sigma)
 
 
+def decode_all(x, sigma, window, capacity, dtype=torch.float32, device="cpu"):
+    """y of x [B,T,H,D] decoded a token at a time into an empty cache of `capacity` slots."""
+    b, t, h, d = x.shape
+    cache = torch.full((b, capacity, h, d), float("nan"), dtype=dtype, device=device)  # never read before written
+    ys = []
+    for pos in range(t):
+        lens = torch.full((b,), pos, dtype=torch.int64)
+        ys.append(gka_torch.gka_decode(x[:, pos:pos + 1].to(device, dtype), cache, lens,
+                                       sigma.to(device, torch.float32), window))
+    return torch.cat(ys, dim=1).cpu()
+
+
 class Decode(unittest.TestCase):
     """gka_decode token by token against the double reference of the whole sequence."""
-
-    def decode_all(self, x, sigma, window, capacity, dtype=torch.float32):
-        b, t, h, d = x.shape
-        cache = torch.full((b, capacity, h, d), float("nan"), dtype=dtype)  # never read before written
-        ys = []
-        for pos in range(t):
-            lens = torch.full((b,), pos, dtype=torch.int64)
-            ys.append(gka_torch.gka_decode(x[:, pos:pos + 1].to(dtype), cache, lens, sigma.float(), window))
-        return torch.cat(ys, dim=1)
 
     def test_token_by_token_matches_reference(self):
         for window, capacity in (((-1, 0), 40), ((5, 0), 5), ((5, 0), 8)):
             with self.subTest(window=window, capacity=capacity):
                 x, sigma = inputs(24, seed=3, b=2, t=40, h=2)
                 want = gka_forward_reference(x, sigma, window)[0]
-                y = self.decode_all(x, sigma, window, capacity)
+                y = decode_all(x, sigma, window, capacity)
                 self.assertEqual(gka_torch.last_kernel()[:len("gka_decode_")], "gka_decode_")
                 self.assertLess(rel_err(y, want), RTOL)
 
@@ -371,7 +403,7 @@ class Decode(unittest.TestCase):
         x, sigma = inputs(64, seed=4, b=1, t=20, h=2)
         x = x.to(torch.bfloat16).double()
         want = gka_forward_reference(x, sigma, (-1, 0))[0]
-        y = self.decode_all(x, sigma, (-1, 0), 20, torch.bfloat16)
+        y = decode_all(x, sigma, (-1, 0), 20, torch.bfloat16)
         self.assertEqual(y.dtype, torch.bfloat16)
         self.assertLess(rel_err(y, want), 1e-2)
 

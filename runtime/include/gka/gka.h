@@ -201,8 +201,8 @@ GKA_API const char *gka_score_form(void);
  * expansion's variant (what "auto" runs first), "forward_direct" or
  * "backward_direct" the direct form's (on a CUDA family, all four name the
  * direct form's variant, the only one it has); "forward_bf16",
- * "backward_bf16_direct" and so on, the bfloat16 calls' (CPU families only); "decode" and
- * "decode_bf16", gka_decode's (CPU families; its shape's seq_len is ignored). Its name, e.g.
+ * "backward_bf16_direct" and so on, the bfloat16 calls'; "decode" and
+ * "decode_bf16", gka_decode's (and gka_decode_cuda's; the shape's seq_len is ignored). Its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
  * schedule knobs it was compiled with ("name:value,..."; "" = the schedule's
  * defaults). The autotuner's table, schedules/tuned.tsv, gives knobs per shape
@@ -236,6 +236,22 @@ GKA_API gka_status gka_forward_cuda(gka_shape shape, gka_window window, const fl
 GKA_API gka_status gka_backward_cuda(gka_shape shape, gka_window window, const float *x, const float *sigma,
                                      const float *y, const float *lse, const float *dy, float *dx, float *dsigma,
                                      void *stream);
+/* The same with bfloat16 features (x, y, dy, dx), as gka_forward_bf16: loaded
+ * and stored as bfloat16, computed in float; sigma, lse and dsigma float32. */
+GKA_API gka_status gka_forward_bf16_cuda(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
+                                         gka_bf16 *y, float *lse, void *stream);
+GKA_API gka_status gka_backward_bf16_cuda(gka_shape shape, gka_window window, const gka_bf16 *x,
+                                          const float *sigma, const gka_bf16 *y, const float *lse,
+                                          const gka_bf16 *dy, gka_bf16 *dx, float *dsigma, void *stream);
+/* gka_decode on the device: x, cache, y and lse device memory; cache_lens
+ * host memory (validated as gka_decode's, before anything is enqueued). The
+ * new tokens are written into the cache on `stream` after the kernels. */
+GKA_API gka_status gka_decode_cuda(gka_shape shape, int64_t capacity, gka_window window, const float *x,
+                                   const float *sigma, const int64_t *cache_lens, float *cache, float *y, float *lse,
+                                   void *stream);
+GKA_API gka_status gka_decode_bf16_cuda(gka_shape shape, int64_t capacity, gka_window window, const gka_bf16 *x,
+                                        const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y,
+                                        float *lse, void *stream);
 /* 1 if this libgka has the CUDA kernels compiled in. */
 GKA_API int gka_cuda_compiled(void);
 /* The CUDA families compiled in, best first ("cuda86,cuda": PTX for compute
