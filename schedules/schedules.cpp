@@ -18,16 +18,32 @@ std::string search_space_of(const Variant &knobs) {
     return std::visit([](const auto &k) { return search_space_json<std::decay_t<decltype(k)>>(); }, knobs);
 }
 
+// A schedule's knobs for the target: its CUDA defaults, or its CPU family's,
+// with the overrides ("name:value,...") applied.
+template<typename Variant, typename Cuda, typename Cpu>
+Variant knobs_for(const Target &target, const std::string &overrides, Cuda cuda_defaults, Cpu cpu_defaults) {
+    const Family family = family_of(target);
+    if (family == Family::Cuda) return with_overrides(cuda_defaults(), overrides);
+    return with_overrides(cpu_defaults(family), overrides);
+}
+
+// The schedule of the knobs' kind: `cpu` for the CPU knobs (the variant's first
+// alternative), `cuda` for the CUDA ones.
+template<typename Pipeline, typename Variant, typename Cpu, typename Cuda>
+void apply_knobs(Pipeline &p, const Variant &knobs, Cpu cpu, Cuda cuda) {
+    std::visit([&](const auto &k) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(k)>, std::variant_alternative_t<0, Variant>>) {
+            cpu(p, k);
+        } else {
+            cuda(p, k);
+        }
+    }, knobs);
+}
+
 }  // namespace
 
-ForwardSchedule::ForwardSchedule(const Target &target, const std::string &overrides) {
-    const Family family = family_of(target);
-    if (family == Family::Cuda) {
-        knobs_ = with_overrides(cuda_forward_knobs(), overrides);
-    } else {
-        knobs_ = with_overrides(cpu_forward_knobs(family), overrides);
-    }
-}
+ForwardSchedule::ForwardSchedule(const Target &target, const std::string &overrides)
+    : knobs_(knobs_for<decltype(knobs_)>(target, overrides, cuda_forward_knobs, cpu_forward_knobs)) {}
 
 int ForwardSchedule::band() const {
     return std::visit([](const auto &k) { return k.band; }, knobs_);
@@ -38,26 +54,14 @@ int ForwardSchedule::key_tile() const {
 }
 
 void ForwardSchedule::apply(ForwardPipeline &p) const {
-    std::visit([&](const auto &k) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(k)>, CudaForwardKnobs>) {
-            schedule_forward_cuda(p, k);
-        } else {
-            schedule_forward_cpu(p, k);
-        }
-    }, knobs_);
+    apply_knobs(p, knobs_, schedule_forward_cpu, schedule_forward_cuda);
 }
 
 std::string ForwardSchedule::knobs() const { return knob_string_of(knobs_); }
 std::string ForwardSchedule::search_space() const { return search_space_of(knobs_); }
 
-BackwardSchedule::BackwardSchedule(const Target &target, const std::string &overrides) {
-    const Family family = family_of(target);
-    if (family == Family::Cuda) {
-        knobs_ = with_overrides(cuda_backward_knobs(), overrides);
-    } else {
-        knobs_ = with_overrides(cpu_backward_knobs(family), overrides);
-    }
-}
+BackwardSchedule::BackwardSchedule(const Target &target, const std::string &overrides)
+    : knobs_(knobs_for<decltype(knobs_)>(target, overrides, cuda_backward_knobs, cpu_backward_knobs)) {}
 
 bool BackwardSchedule::two_pass() const { return std::holds_alternative<CudaBackwardKnobs>(knobs_); }
 
@@ -87,28 +91,14 @@ void BackwardSchedule::apply(FusedBackwardPipeline &p) const {
 std::string BackwardSchedule::knobs() const { return knob_string_of(knobs_); }
 std::string BackwardSchedule::search_space() const { return search_space_of(knobs_); }
 
-DecodeSchedule::DecodeSchedule(const Target &target, const std::string &overrides) {
-    const Family family = family_of(target);
-    if (family == Family::Cuda) {
-        knobs_ = with_overrides(cuda_decode_knobs(), overrides);
-    } else {
-        knobs_ = with_overrides(cpu_decode_knobs(family), overrides);
-    }
-}
+DecodeSchedule::DecodeSchedule(const Target &target, const std::string &overrides)
+    : knobs_(knobs_for<decltype(knobs_)>(target, overrides, cuda_decode_knobs, cpu_decode_knobs)) {}
 
 int DecodeSchedule::chunk() const {
     return std::visit([](const auto &k) { return k.chunk; }, knobs_);
 }
 
-void DecodeSchedule::apply(DecodePipeline &p) const {
-    std::visit([&](const auto &k) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(k)>, CudaDecodeKnobs>) {
-            schedule_decode_cuda(p, k);
-        } else {
-            schedule_decode_cpu(p, k);
-        }
-    }, knobs_);
-}
+void DecodeSchedule::apply(DecodePipeline &p) const { apply_knobs(p, knobs_, schedule_decode_cpu, schedule_decode_cuda); }
 
 std::string DecodeSchedule::knobs() const { return knob_string_of(knobs_); }
 std::string DecodeSchedule::search_space() const { return search_space_of(knobs_); }
