@@ -118,20 +118,23 @@ struct BackwardPipeline : BackwardInputs {
 
     RDom tokens;                    // every (t, b), for dsigma
     Func dsigma_sum{"dsigma_sum"};  // sum dS_ij (-2 s_ij / sigma_h)             (h)
-    Func dx, dsigma, spread;        // the outputs
+    Func dx, dx_keys, dsigma, spread;  // the outputs (dx_keys: a chunk's)
 };
 
 // key_block, query_block: the tokens a block of each direction's windows (Mask::window).
 // The paths' differences as in gka_backward_fused.h: Expansion sums dS times
 // the other token's centred features and subtracts (sum dS) times its own at
 // the end; Direct carries each term's own difference (x_j - x_i), so that
-// near-duplicate tokens' terms are as small as their differences.
-inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Func lse, Func dy, Expr head_dim,
-                            Expr batch, const Mask &mask, int key_block, int query_block, ScoreForm form, Func dx,
-                            Func dsigma, Func spread) {
+// near-duplicate tokens' terms are as small as their differences. A chunk
+// (gka_forward.h; direct form) has `keys` of its own: the query direction
+// walks them, the key direction walks its key bands, and its keys' paths go
+// to dx_keys, its queries' to dx.
+inline void define_backward(BackwardPipeline &p, Func x, Func keys, Func sigma, Func y, Func lse, Func dy,
+                            Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
+                            ScoreForm form, Func dx, Func dx_keys, Func dsigma, Func spread) {
     const Vars &v = p.v;
-    const bool direct = form == ScoreForm::Direct;
-    define_backward_inputs(p, x, Func(), y, lse, dy, head_dim, mask, form);
+    const bool direct = form == ScoreForm::Direct, chunk = keys.defined();
+    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form);
     p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair
     // term instead of once per term of its sum.
@@ -154,7 +157,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
                                                          t.dsigma_term(key, query, v.h, v.b)};
     }
     // Key direction: the queries of each key band.
-    p.queries = mask.window("q", query_block);
+    p.queries = mask.query_window("q", query_block);
     {
         const Expr key = mask.token(v.band, v.offset);
         const Expr query = mask.query_in_window(p.queries, v.band);
@@ -169,7 +172,11 @@ inline void define_backward(BackwardPipeline &p, Func x, Func sigma, Func y, Fun
 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
     const Expr key_sum = p.key_sum(v.d, offset, band, v.h, v.b), query_sum = p.query_sum(v.d, offset, band, v.h, v.b);
-    if (direct) {
+    if (chunk) {
+        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, inv_var * query_sum);
+        dx_keys(v.d, v.h, v.t, v.b) = as_element_of(dx_keys, key_sum);
+        p.dx_keys = dx_keys;
+    } else if (direct) {
         dx(v.d, v.h, v.t, v.b) = as_element_of(dx, key_sum + inv_var * query_sum);
     } else {
         const Expr query_ds = p.query_stats(offset, band, v.h, v.b)[0], key_ds = p.key_stats(offset, band, v.h, v.b);

@@ -92,6 +92,10 @@ struct Mask {
     RDom window(const char *name, int block) const {
         return RDom(0, block, 0, (window_extent() + block - 1) / block, name);
     }
+    // The same over the queries of a key band's window.
+    RDom query_window(const char *name, int block) const {
+        return RDom(0, block, 0, (query_window_extent() + block - 1) / block, name);
+    }
     // The key at r of the window of the queries of `band`; bounds r to the band's last key.
     Expr key_in_window(RDom &r, const Expr &band) const {
         return in_window(r, r.x, r.y, Halide::max(position(band * band_size) - left_span, 0),

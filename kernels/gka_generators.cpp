@@ -190,10 +190,10 @@ public:
                                      : gka::Mask(*left, *right, seq_len, schedule.band());
         gka::BackwardPipeline two_passes;
         gka::FusedBackwardPipeline one_pass;
-        if (chunk && schedule.two_pass()) throw std::invalid_argument("gka_backward: chunks have CPU schedules alone");
         if (schedule.two_pass()) {
-            gka::define_backward(two_passes, *x, *sigma, *y, *lse, *dy, head_dim, batch, mask, schedule.key_block(),
-                                 schedule.query_block(), form, *dx, *dsigma, *spread);
+            gka::define_backward(two_passes, *x, chunk ? Func(*keys) : Func(), *sigma, *y, *lse, *dy, head_dim, batch,
+                                 mask, schedule.key_block(), schedule.query_block(), form, *dx,
+                                 chunk ? Func(*dx_keys) : Func(), *dsigma, *spread);
         } else {
             gka::define_backward_fused(one_pass, *x, chunk ? Func(*keys) : Func(), *sigma, *y, *lse, *dy, head_dim,
                                        batch, mask, schedule.key_block(), schedule.query_block(),

@@ -12,29 +12,24 @@
 #include "internal.h"
 #include "kernel_variants.h"
 
-namespace {
-
-using gka::internal::fail;
-using gka::internal::features;
-using gka::internal::per_head;
-using gka::internal::rows;
-using Halide::Runtime::Buffer;
+namespace gka::internal {
 
 // Positions stay below this, so that the kernels' int32 index arithmetic
 // (positions, and spans of up to query_len + key_len + |shift|, under 3 * 2^28)
 // cannot overflow.
 constexpr int64_t max_position = int64_t(1) << 28;
 
-// The keys' shape: the queries' with key_len tokens.
 gka_shape keys_shape(gka_shape s, const gka_chunk &c) {
     s.seq_len = c.key_len;
     return s;
 }
 
+namespace {
 std::string text(const gka_chunk &c) {
     return "chunk (query_start " + std::to_string(c.query_start) + ", key_start " + std::to_string(c.key_start) +
            ", key_len " + std::to_string(c.key_len) + ")";
 }
+}  // namespace
 
 gka_status check_chunk(const gka_shape &shape, const gka_chunk &c) {
     if (c.query_start < 0 || c.key_start < 0 || c.key_len < 1) {
@@ -58,16 +53,26 @@ bool has_pairs(const gka_shape &shape, const gka_chunk &c, const gka_window &w) 
     return !(w.right >= 0 && lowest > w.right) && !(w.left >= 0 && highest < -w.left);
 }
 
-// The kernels' shift (query 0's key position) and spans: a span past every
-// pair's offset reaches what an unbounded one does.
-struct ChunkWindow {
-    int32_t shift, left, right;
-};
 ChunkWindow chunk_window(const gka_shape &shape, const gka_chunk &c, const gka_window &w) {
     const int64_t shift = c.query_start - c.key_start, limit = shape.seq_len + c.key_len + std::abs(shift);
     auto span = [&](int64_t s) { return s < 0 ? -1 : int32_t(std::min(s, limit)); };
     return {int32_t(shift), span(w.left), span(w.right)};
 }
+
+}  // namespace gka::internal
+
+namespace {
+
+using gka::internal::chunk_window;
+using gka::internal::ChunkWindow;
+using gka::internal::check_chunk;
+using gka::internal::fail;
+using gka::internal::features;
+using gka::internal::has_pairs;
+using gka::internal::keys_shape;
+using gka::internal::per_head;
+using gka::internal::rows;
+using Halide::Runtime::Buffer;
 
 }  // namespace
 

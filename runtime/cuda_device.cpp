@@ -13,6 +13,9 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -44,6 +47,7 @@ struct Driver {
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*cuGetErrorString)(CUresult, const char **);
     CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, void *);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, void *);
 };
 Driver driver{};
 std::string driver_error;  // why the driver or a device is unusable; "" = usable
@@ -119,6 +123,7 @@ void load_driver() {
     bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(driver.cuGetErrorString, "cuGetErrorString");
     bind(driver.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+    bind(driver.cuMemsetD32Async, "cuMemsetD32Async");
     if (!missing.empty()) {
         driver_error = "the CUDA driver (libcuda) lacks entry points libgka calls: " + missing;
         return;
@@ -211,11 +216,16 @@ struct DeviceBuffer {
     bool wrapped = false;
 };
 
-// What both device passes do first: the host checks, the driver, the family.
+// What every device call does first: the host checks (the arguments', then
+// the call's own `more`), then the driver and the family.
 gka_status prepare(const gka_shape &shape, const gka_window &window, const float *sigma,
-                   std::initializer_list<std::pair<const void *, const char *>> pointers, const char **family) {
+                   std::initializer_list<std::pair<const void *, const char *>> pointers, const char **family,
+                   const std::function<gka_status()> &more = {}) {
     gka::internal::clear_error();
     if (gka_status s = gka::internal::check_arguments(shape, window, sigma, pointers, false); s != GKA_OK) return s;
+    if (more) {
+        if (gka_status s = more(); s != GKA_OK) return s;
+    }
     if (!device_ready()) return GKA_ERR_DEVICE;
     return device_family(family);
 }
@@ -276,6 +286,16 @@ gka_status backward(const char *call, gka_shape shape, gka_window window, const 
     return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
 }
 
+// `count` floats of device memory set to `value` on `stream`.
+gka_status fill(const char *call, float *p, int64_t count, float value, void *stream) {
+    unsigned bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    if (CUresult r = driver.cuMemsetD32Async(CUdeviceptr(uintptr_t(p)), bits, size_t(count), stream); r != 0) {
+        return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemsetD32Async", r));
+    }
+    return GKA_OK;
+}
+
 template <class T>
 gka_status decode(const char *call, gka_shape shape, int64_t capacity, gka_window window, const T *x,
                   const float *sigma, const int64_t *cache_lens, T *cache, T *y, float *lse, void *stream) {
@@ -283,11 +303,10 @@ gka_status decode(const char *call, gka_shape shape, int64_t capacity, gka_windo
     if (gka_status s = prepare(shape, window, sigma,
                                {{x, "x"}, {sigma, "sigma"}, {cache_lens, "cache_lens"}, {cache, "cache"}, {y, "y"},
                                 {lse, "lse"}},
-                               &family);
+                               &family, [&] { return gka::internal::check_decode(shape, capacity, window, cache_lens); });
         s != GKA_OK) {
         return s;
     }
-    if (gka_status s = gka::internal::check_decode(shape, capacity, window, cache_lens); s != GKA_OK) return s;
     const int64_t D = shape.head_dim, H = shape.heads, Tq = shape.seq_len, B = shape.batch;
     DeviceBuffer xb(x, {D, H, Tq, B}), cb(cache, {D, H, capacity, B}), sb(sigma, {H}), yb(y, {D, H, Tq, B}),
         lb(lse, {Tq, H, B});
@@ -366,6 +385,65 @@ gka_status gka_decode_bf16_cuda(gka_shape shape, int64_t capacity, gka_window wi
                                 const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y,
                                 float *lse, void *stream) {
     return decode("gka_decode_bf16_cuda", shape, capacity, window, x, sigma, cache_lens, cache, y, lse, stream);
+}
+
+gka_status gka_forward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
+                                  const float *keys, const float *sigma, float *y, float *lse, void *stream) {
+    const char *call = "gka_forward_chunk_cuda", *family = nullptr;
+    if (gka_status s = prepare(shape, window, sigma, {{x, "x"}, {keys, "keys"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}},
+                               &family, [&] { return gka::internal::check_chunk(shape, chunk); });
+        s != GKA_OK) {
+        return s;
+    }
+    const int64_t D = shape.head_dim, H = shape.heads, T = shape.seq_len, B = shape.batch;
+    if (!gka::internal::has_pairs(shape, chunk, window)) {
+        gka_status s = fill(call, y, B * T * H * D, 0.0f, stream);
+        if (s == GKA_OK) s = fill(call, lse, B * H * T, -std::numeric_limits<float>::infinity(), stream);
+        return s == GKA_OK ? gka::internal::ran("", 0, GKA_ERR_DEVICE) : s;
+    }
+    DeviceBuffer xb(x, {D, H, T, B}), kb(keys, {D, H, chunk.key_len, B}), sb(sigma, {H}), yb(y, {D, H, T, B}),
+        lb(lse, {T, H, B});
+    if (gka_status s = unwrapped(call, {&xb, &kb, &sb, &yb, &lb}); s != GKA_OK) return s;
+    const gka::internal::ChunkWindow w = gka::internal::chunk_window(shape, chunk, window);
+    CallContext context{stream};
+    const auto *k = gka::cuda_forward_chunk_variant(family, D);
+    Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back
+    const int code = k->run(&context, &xb.buf, &kb.buf, &sb.buf, w.shift, w.left, w.right, &yb.buf, &lb.buf,
+                            spread.raw_buffer());
+    spread.device_free(&context);
+    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+}
+
+gka_status gka_backward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
+                                   const float *keys, const float *sigma, const float *y, const float *lse,
+                                   const float *dy, float *dx, float *dx_keys, float *dsigma, void *stream) {
+    const char *call = "gka_backward_chunk_cuda", *family = nullptr;
+    if (gka_status s = prepare(shape, window, sigma,
+                               {{x, "x"}, {keys, "keys"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"},
+                                {dx, "dx"}, {dx_keys, "dx_keys"}, {dsigma, "dsigma"}},
+                               &family, [&] { return gka::internal::check_chunk(shape, chunk); });
+        s != GKA_OK) {
+        return s;
+    }
+    const int64_t D = shape.head_dim, H = shape.heads, T = shape.seq_len, B = shape.batch, K = chunk.key_len;
+    if (!gka::internal::has_pairs(shape, chunk, window)) {
+        gka_status s = fill(call, dx, B * T * H * D, 0.0f, stream);
+        if (s == GKA_OK) s = fill(call, dx_keys, B * K * H * D, 0.0f, stream);
+        if (s == GKA_OK) s = fill(call, dsigma, H, 0.0f, stream);
+        return s == GKA_OK ? gka::internal::ran("", 0, GKA_ERR_DEVICE) : s;
+    }
+    DeviceBuffer xb(x, {D, H, T, B}), kb(keys, {D, H, K, B}), sb(sigma, {H}), yb(y, {D, H, T, B}),
+        lb(lse, {T, H, B}), dyb(dy, {D, H, T, B}), dxb(dx, {D, H, T, B}), dkb(dx_keys, {D, H, K, B}),
+        dsb(dsigma, {H});
+    if (gka_status s = unwrapped(call, {&xb, &kb, &sb, &yb, &lb, &dyb, &dxb, &dkb, &dsb}); s != GKA_OK) return s;
+    const gka::internal::ChunkWindow w = gka::internal::chunk_window(shape, chunk, window);
+    CallContext context{stream};
+    const auto *k = gka::cuda_backward_chunk_variant(family, D);
+    Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back
+    const int code = k->run(&context, &xb.buf, &kb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.shift, w.left,
+                            w.right, &dxb.buf, &dkb.buf, &dsb.buf, spread.raw_buffer());
+    spread.device_free(&context);
+    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
 }
 
 }  // extern "C"

@@ -450,8 +450,10 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
         pick(gka::cuda_decode_variant(family, shape.head_dim, element));
     } else if (p == "forward_chunk" && !bf16) {
         pick(gka::forward_chunk_variant(family, shape.head_dim));
+        pick(gka::cuda_forward_chunk_variant(family, shape.head_dim));
     } else if (p == "backward_chunk" && !bf16) {
         pick(gka::backward_chunk_variant(family, shape.head_dim));
+        pick(gka::cuda_backward_chunk_variant(family, shape.head_dim));
     }
     if (name && knobs) *knobs = compiled_knobs;
     return name;

@@ -50,6 +50,18 @@ KernelWindow kernel_window(const gka_window &w, int64_t seq_len);
 gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_window &window,
                         const int64_t *cache_lens);
 
+// Chunks (gka.h, gka_forward_chunk): the checks of a chunk's placement; the
+// keys' shape (the queries' with key_len tokens); whether any of its pairs is
+// in the window; the kernels' shift (query 0's key position) and spans (a span
+// past every pair's offset reaches what an unbounded one does).
+gka_status check_chunk(const gka_shape &shape, const gka_chunk &c);
+gka_shape keys_shape(gka_shape s, const gka_chunk &c);
+bool has_pairs(const gka_shape &shape, const gka_chunk &c, const gka_window &w);
+struct ChunkWindow {
+    int32_t shift, left, right;
+};
+ChunkWindow chunk_window(const gka_shape &shape, const gka_chunk &c, const gka_window &w);
+
 // The families' names, comma-separated ("avx512,avx2,generic"): what
 // gka_cpu_families() and gka_cuda_families() return.
 template <class Family>

@@ -29,6 +29,8 @@ const std::vector<Variant<DecodeKernel>> decode_variants = {GKA_DECODE_CPU_VARIA
 const std::vector<Variant<CudaForwardKernel>> cuda_forward_variants = {GKA_FORWARD_CUDA_VARIANTS};
 const std::vector<Variant<CudaBackwardKernel>> cuda_backward_variants = {GKA_BACKWARD_CUDA_VARIANTS};
 const std::vector<Variant<CudaDecodeKernel>> cuda_decode_variants = {GKA_DECODE_CUDA_VARIANTS};
+const std::vector<Variant<CudaForwardChunkKernel>> cuda_forward_chunk_variants = {GKA_FORWARD_CHUNK_CUDA_VARIANTS};
+const std::vector<Variant<CudaBackwardChunkKernel>> cuda_backward_chunk_variants = {GKA_BACKWARD_CHUNK_CUDA_VARIANTS};
 #undef GKA_VARIANT
 
 template <class Kernel>
@@ -75,6 +77,12 @@ const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int
 
 const Variant<CudaDecodeKernel> *cuda_decode_variant(const char *family, int64_t head_dim, Element element) {
     return narrowest(cuda_decode_variants, family, head_dim, WindowKind::ANY, 1, Scores::direct, element);
+}
+const Variant<CudaForwardChunkKernel> *cuda_forward_chunk_variant(const char *family, int64_t head_dim) {
+    return narrowest(cuda_forward_chunk_variants, family, head_dim, WindowKind::ANY, 1, Scores::direct, Element::f32);
+}
+const Variant<CudaBackwardChunkKernel> *cuda_backward_chunk_variant(const char *family, int64_t head_dim) {
+    return narrowest(cuda_backward_chunk_variants, family, head_dim, WindowKind::ANY, 1, Scores::direct, Element::f32);
 }
 
 const std::vector<CudaFamily> &cuda_families() { return cuda_family_list; }

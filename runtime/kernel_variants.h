@@ -42,6 +42,12 @@ using CudaBackwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffe
                                    halide_buffer_t *, halide_buffer_t *);
 using CudaDecodeKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
                                  halide_buffer_t *, int32_t, halide_buffer_t *, halide_buffer_t *);
+using CudaForwardChunkKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, int32_t,
+                                       int32_t, int32_t, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
+using CudaBackwardChunkKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                                        halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, int32_t, int32_t,
+                                        int32_t, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                                        halide_buffer_t *);
 
 // How a variant forms |x_i - x_j|^2 (generators/gka_math.h's ScoreForm): the
 // fast expansion, or the direct differences that serve every input.
@@ -104,6 +110,8 @@ const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64
 const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind,
                                                         int64_t seq_len, Element = Element::f32);
 const Variant<CudaDecodeKernel> *cuda_decode_variant(const char *family, int64_t head_dim, Element = Element::f32);
+const Variant<CudaForwardChunkKernel> *cuda_forward_chunk_variant(const char *family, int64_t head_dim);
+const Variant<CudaBackwardChunkKernel> *cuda_backward_chunk_variant(const char *family, int64_t head_dim);
 
 // The CUDA families compiled in, best first, each with the compute capability
 // its PTX targets (major * 10 + minor).

@@ -60,7 +60,7 @@ void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k) {
                         key_dprob = cuda::split_pair_dot(p.by_key.dprob, p.by_key.scores.rd, p.head_dim);
     // The rows each direction walks, staged a tile at a time: the keys' x in
     // the query direction; the queries' x, dy (and y) in the key direction.
-    std::vector<Func> key_rows{p.x.in(p.by_query.scores.key_features)};
+    std::vector<Func> key_rows{p.key_x.in(p.by_query.scores.key_features)};
     std::vector<Func> query_rows{p.x.in(p.by_key.scores.query_features), p.dy.in({key_dprob.terms, p.key_sum})};
     // Each lane's own token's rows, held where they fit (schedule_band_sum):
     // the query's x (and dy and y) in the query direction; the key's x in the other.
@@ -89,6 +89,7 @@ void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k) {
     p.dsigma.gpu_tile(v.h, ho, hi, 32, TailStrategy::GuardWithIf);
 
     cuda::schedule_token_output(p.dx, v, k.output_tokens);
+    if (p.dx_keys.defined()) cuda::schedule_token_output(p.dx_keys, v, k.output_tokens);
 }
 
 }  // namespace gka

@@ -40,6 +40,15 @@ TEST_CASE("cuda: compiled in, and without a device GKA_ERR_DEVICE with the reaso
     const gka_shape step{1, 1, 1, 4};
     CHECK(gka_decode_cuda(step, 8, {-1, 0}, x.data(), sigma.data(), lens, x.data() + 4, y.data(), lse.data(),
                           nullptr) == GKA_ERR_DEVICE);
+    const gka_chunk chunk{0, 0, 8};
+    CHECK(gka_forward_chunk_cuda(shape, chunk, {-1, 0}, x.data(), x.data(), sigma.data(), y.data(), lse.data(),
+                                 nullptr) == GKA_ERR_DEVICE);
+    // The host checks come first: a bad chunk or decode length is that error, device or not.
+    CHECK(gka_forward_chunk_cuda(shape, {0, 0, 0}, {-1, 0}, x.data(), x.data(), sigma.data(), y.data(), lse.data(),
+                                 nullptr) == GKA_ERR_INVALID_ARGUMENT);
+    const int64_t too_long[] = {8};
+    CHECK(gka_decode_cuda(step, 8, {-1, 0}, x.data(), sigma.data(), too_long, x.data() + 4, y.data(), lse.data(),
+                          nullptr) == GKA_ERR_INVALID_ARGUMENT);
     for (const auto *v : {&y, &lse, &dx, &dsigma}) {
         for (float f : *v) REQUIRE(f == 42.0f);
     }

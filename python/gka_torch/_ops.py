@@ -296,15 +296,21 @@ forward_varlen.register_autograd(_backward_varlen, setup_context=_setup_varlen_c
 
 def _run_chunk(name, x, keys, query_start, key_start, window, *tensors):
     B, T, H, D = x.shape
-    chunk = _lib.Chunk(query_start, key_start, keys.shape[1])
-    status = getattr(LIB, name)(_lib.Shape(B, T, H, D), chunk, _lib.Window(*window), *(t.data_ptr() for t in tensors))
+    args = (_lib.Shape(B, T, H, D), _lib.Chunk(query_start, key_start, keys.shape[1]), _lib.Window(*window),
+            *(t.data_ptr() for t in tensors))
+    if x.device.type == "cpu":
+        status = getattr(LIB, name)(*args)
+    else:
+        with torch.cuda.device(x.device):
+            name += "_cuda"
+            status = getattr(LIB, name)(*args, torch.cuda.current_stream(x.device).cuda_stream)
     _lib.check(LIB, status, name)
 
 
 def _check_chunk(x, keys, sigma, fake=False):
     _check(x, sigma, fake=fake)
-    if not fake and (x.device.type != "cpu" or x.dtype != torch.float32):
-        raise NotImplementedError(f"gka: the chunk kernels take float32 CPU tensors, got {x.dtype} on {x.device}")
+    if not fake and x.dtype != torch.float32:
+        raise NotImplementedError(f"gka: the chunk kernels take float32 tensors, got {x.dtype}")
     if keys.dim() != 4 or keys.shape[0] != x.shape[0] or keys.shape[2:] != x.shape[2:]:
         raise ValueError(f"gka: keys must be [batch, key_len, heads, head_dim] = [{x.shape[0]}, key_len, "
                          f"{x.shape[2]}, {x.shape[3]}], got shape {tuple(keys.shape)}")
@@ -321,7 +327,7 @@ def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, quer
     x, keys, sigma = x.contiguous(), keys.contiguous(), sigma.float().contiguous()
     B, T, H, D = x.shape
     y = torch.empty_like(x)
-    lse = torch.empty((B, H, T), dtype=torch.float32)
+    lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
     if x.numel() > 0 and keys.numel() > 0:
         _run_chunk("gka_forward_chunk", x, keys, query_start, key_start, (left, right), x, keys, sigma, y, lse)
     else:
@@ -351,7 +357,7 @@ def backward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, y: 
     x, keys, y, lse, dy = (t.contiguous() for t in (x, keys, y, lse, dy))
     sigma = sigma.float().contiguous()
     dx, dx_keys = torch.zeros_like(x), torch.zeros_like(keys)
-    dsigma = torch.zeros((H,), dtype=torch.float32)
+    dsigma = torch.zeros((H,), dtype=torch.float32, device=x.device)
     if x.numel() > 0 and keys.numel() > 0:
         _run_chunk("gka_backward_chunk", x, keys, query_start, key_start, (left, right), x, keys, sigma, y, lse, dy,
                    dx, dx_keys, dsigma)
@@ -400,7 +406,7 @@ class _Chunked(torch.autograd.Function):
     def backward(ctx, dy):
         x, sigma, y, lse = ctx.saved_tensors
         size, window = ctx.chunk_size, ctx.window
-        dx, dsigma = torch.zeros_like(x), torch.zeros(sigma.shape, dtype=torch.float32)
+        dx, dsigma = torch.zeros_like(x), torch.zeros(sigma.shape, dtype=torch.float32, device=x.device)
         dy = dy.to(x.dtype)
         for q0 in range(0, x.shape[1], size):
             q = slice(q0, q0 + size)
@@ -422,7 +428,7 @@ def gka_attention_chunked(x, sigma, window=(-1, 0), chunk_size=1024):
     pair the window reaches, and their partial results merged exactly
     (merge_chunks): the single-process form of sequence parallelism, whose
     chunks can live on different processes. Gradients flow to x and sigma
-    through the chunks' backward. float32 CPU tensors."""
+    through the chunks' backward. float32 tensors, on the CPU or a CUDA device."""
     left, right = _window(window)
     _check(x, sigma)
     if not isinstance(chunk_size, int) or chunk_size < 1:

@@ -25,7 +25,8 @@ every rank. Deterministic: every sum runs in a fixed order.
 Per step and rank, bytes sent: 4 * B * H * D times the tokens it lends (the
 forward's features) plus the tokens it borrows (the backward's gradients, sent
 back), and the all_reduce of H floats.
-float32 CPU tensors (gloo); the chunk kernels have no CUDA variants yet.
+float32 CPU tensors (gloo); the CUDA chunk kernels exist, but this path over
+NCCL has not run on a GPU, so it refuses CUDA tensors.
 """
 import torch
 import torch.distributed as dist

@@ -153,6 +153,60 @@ TEST_CASE("cuda: decode steps match the CPU's, causal and on a ring", "[cuda][de
     }
 }
 
+// A chunk's passes on the device and on the CPU (gka_forward_chunk and
+// gka_backward_chunk, which tests/test_chunk.cpp holds to the reference) agree
+// to float rounding: diagonal, off-diagonal and pairless chunks.
+TEST_CASE("cuda: chunks match the CPU's", "[cuda][chunk]") {
+    const auto close = [](const std::vector<float> &got, const std::vector<float> &want) {
+        REQUIRE(got.size() == want.size());
+        for (size_t k = 0; k < got.size(); k++) {
+            if (std::isinf(want[k])) REQUIRE(got[k] == want[k]);
+            else REQUIRE(got[k] == Approx(want[k]).epsilon(1e-4).margin(1e-5));
+        }
+    };
+    for (gka_window w : {causal, full, gka_window{40, 0}, gka_window{5, 9}}) {
+        for (int64_t D : {64, 128, 40}) {
+            const auto p = gka_ref::make_problem({2, 200, 2, D}, w, {0.5f, 3.0f}, 1.5, 900 + D);
+            const int64_t row = 2 * D, Tq = 70, K = 90;
+            for (const gka_chunk c : {gka_chunk{100, 100, K}, gka_chunk{100, 10, K}, gka_chunk{0, 110, K}}) {
+                INFO("window (" << w.left << ", " << w.right << "), D=" << D << ", chunk (" << c.query_start << ", "
+                                << c.key_start << ", " << c.key_len << ")");
+                std::vector<float> x(2 * Tq * row), keys(2 * K * row), dy(x.size());
+                for (int64_t b = 0; b < 2; b++) {
+                    std::copy_n(&p.x[(b * 200 + c.query_start) * row], Tq * row, &x[b * Tq * row]);
+                    std::copy_n(&p.dy[(b * 200 + c.query_start) * row], Tq * row, &dy[b * Tq * row]);
+                    std::copy_n(&p.x[(b * 200 + c.key_start) * row], K * row, &keys[b * K * row]);
+                }
+                const gka_shape shape{2, Tq, 2, D};
+                std::vector<float> y(x.size()), lse(2 * 2 * Tq), dx(x.size()), dk(keys.size()), ds(2);
+                REQUIRE(gka_forward_chunk(shape, c, w, x.data(), keys.data(), p.sigma.data(), y.data(), lse.data()) ==
+                        GKA_OK);
+                // The backward's y and lse: the chunk's own, as if it were the only one.
+                REQUIRE(gka_backward_chunk(shape, c, w, x.data(), keys.data(), p.sigma.data(), y.data(), lse.data(),
+                                           dy.data(), dx.data(), dk.data(), ds.data()) == GKA_OK);
+                Stream stream;
+                DeviceArray<> xd(x), kd(keys), sd(p.sigma), dyd(dy), yd(y.size()), ld(lse.size()), dxd(dx.size()),
+                    dkd(dk.size()), dsd(ds.size());
+                gka_status s = gka_forward_chunk_cuda(shape, c, w, xd.f(), kd.f(), sd.f(), yd.f(), ld.f(), stream.s);
+                INFO(gka_last_error());
+                REQUIRE(s == GKA_OK);
+                stream.sync();
+                close(yd.download(), y);
+                close(ld.download(), lse);
+                DeviceArray<> yc(y), lc(lse);  // the CPU's, so that the backwards see the same inputs
+                s = gka_backward_chunk_cuda(shape, c, w, xd.f(), kd.f(), sd.f(), yc.f(), lc.f(), dyd.f(), dxd.f(),
+                                            dkd.f(), dsd.f(), stream.s);
+                INFO(gka_last_error());
+                REQUIRE(s == GKA_OK);
+                stream.sync();
+                close(dxd.download(), dx);
+                close(dkd.download(), dk);
+                for (int h = 0; h < 2; h++) CHECK(dsd.download()[h] == Approx(ds[h]).epsilon(1e-3).margin(1e-6));
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda: sequence lengths around the band, near-one-hot and near-uniform", "[cuda]") {
     for (int64_t T : {1, 2, 63, 64, 65, 129}) {
         for (double spread : {0.3, 4.0}) {

@@ -252,6 +252,13 @@ GKA_API gka_status gka_decode_cuda(gka_shape shape, int64_t capacity, gka_window
 GKA_API gka_status gka_decode_bf16_cuda(gka_shape shape, int64_t capacity, gka_window window, const gka_bf16 *x,
                                         const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y,
                                         float *lse, void *stream);
+/* gka_forward_chunk and gka_backward_chunk on the device (float32; a chunk
+ * with no pair in the window fills its outputs on `stream`, no kernel). */
+GKA_API gka_status gka_forward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
+                                          const float *keys, const float *sigma, float *y, float *lse, void *stream);
+GKA_API gka_status gka_backward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
+                                           const float *keys, const float *sigma, const float *y, const float *lse,
+                                           const float *dy, float *dx, float *dx_keys, float *dsigma, void *stream);
 /* 1 if this libgka has the CUDA kernels compiled in. */
 GKA_API int gka_cuda_compiled(void);
 /* The CUDA families compiled in, best first ("cuda86,cuda": PTX for compute
