@@ -58,20 +58,23 @@ def _check(x, sigma, fake=False, autocast=False):
             "through GKA_LIBRARY")
 
 
+def _call(name, device, *args):
+    """Calls libgka's `name` for tensors on the CPU, or its `name`_cuda on torch's
+    current stream of `device`; raises libgka's error."""
+    if device.type == "cpu":
+        status = getattr(LIB, name)(*args)
+    else:
+        with torch.cuda.device(device):
+            name += "_cuda"
+            status = getattr(LIB, name)(*args, torch.cuda.current_stream(device).cuda_stream)
+    _lib.check(LIB, status, name)
+
+
 def _run(name, x, window, *tensors):
     """Calls libgka's `name` (for x's dtype) on contiguous tensors (x first among them)."""
-    name += _FEATURE_DTYPES[x.dtype]
     B, T, H, D = x.shape
-    shape, win = _lib.Shape(B, T, H, D), _lib.Window(*window)
-    pointers = [t.data_ptr() for t in tensors]
-    if x.device.type == "cpu":
-        status = getattr(LIB, name)(shape, win, *pointers)
-    else:
-        with torch.cuda.device(x.device):
-            stream = torch.cuda.current_stream(x.device).cuda_stream
-            status = getattr(LIB, name + "_cuda")(shape, win, *pointers, stream)
-        name += "_cuda"
-    _lib.check(LIB, status, name)
+    _call(name + _FEATURE_DTYPES[x.dtype], x.device, _lib.Shape(B, T, H, D), _lib.Window(*window),
+          *(t.data_ptr() for t in tensors))
 
 
 def _check_backward_inputs(x, y, lse, dy):
@@ -173,16 +176,9 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
     y = torch.empty_like(x)
     lse = torch.empty((B, H, Tq), dtype=torch.float32, device=x.device)
     if B * Tq * H > 0:
-        name = "gka_decode" + _FEATURE_DTYPES[x.dtype]
-        args = (_lib.Shape(B, Tq, H, D), cache.shape[1], _lib.Window(left, right), x.data_ptr(), sigma.data_ptr(),
-                cache_lens.data_ptr(), cache.data_ptr(), y.data_ptr(), lse.data_ptr())
-        if x.device.type == "cpu":
-            status = getattr(LIB, name)(*args)
-        else:
-            with torch.cuda.device(x.device):
-                name += "_cuda"
-                status = getattr(LIB, name)(*args, torch.cuda.current_stream(x.device).cuda_stream)
-        _lib.check(LIB, status, name)
+        _call("gka_decode" + _FEATURE_DTYPES[x.dtype], x.device, _lib.Shape(B, Tq, H, D), cache.shape[1],
+              _lib.Window(left, right), x.data_ptr(), sigma.data_ptr(), cache_lens.data_ptr(), cache.data_ptr(),
+              y.data_ptr(), lse.data_ptr())
     return y, lse
 
 
@@ -225,11 +221,9 @@ def _check_varlen(x, cu_seqlens, sigma, fake=False):
 
 def _run_varlen(name, x, cu_seqlens, window, *tensors):
     """Calls libgka's varlen `name` (for x's dtype) on contiguous tensors."""
-    name += _FEATURE_DTYPES[x.dtype]
     total, H, D = x.shape
-    status = getattr(LIB, name)(_lib.Shape(cu_seqlens.shape[0] - 1, total, H, D), cu_seqlens.data_ptr(),
-                                _lib.Window(*window), *(t.data_ptr() for t in tensors))
-    _lib.check(LIB, status, name)
+    _call(name + _FEATURE_DTYPES[x.dtype], x.device, _lib.Shape(cu_seqlens.shape[0] - 1, total, H, D),
+          cu_seqlens.data_ptr(), _lib.Window(*window), *(t.data_ptr() for t in tensors))
 
 
 @torch.library.custom_op("gka::forward_varlen", mutates_args=())
@@ -296,15 +290,8 @@ forward_varlen.register_autograd(_backward_varlen, setup_context=_setup_varlen_c
 
 def _run_chunk(name, x, keys, query_start, key_start, window, *tensors):
     B, T, H, D = x.shape
-    args = (_lib.Shape(B, T, H, D), _lib.Chunk(query_start, key_start, keys.shape[1]), _lib.Window(*window),
-            *(t.data_ptr() for t in tensors))
-    if x.device.type == "cpu":
-        status = getattr(LIB, name)(*args)
-    else:
-        with torch.cuda.device(x.device):
-            name += "_cuda"
-            status = getattr(LIB, name)(*args, torch.cuda.current_stream(x.device).cuda_stream)
-    _lib.check(LIB, status, name)
+    _call(name, x.device, _lib.Shape(B, T, H, D), _lib.Chunk(query_start, key_start, keys.shape[1]),
+          _lib.Window(*window), *(t.data_ptr() for t in tensors))
 
 
 def _check_chunk(x, keys, sigma, fake=False):
