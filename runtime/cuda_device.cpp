@@ -12,6 +12,7 @@
 // enqueues on the stream passed to the call, carried by the kernels' user_context.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -43,6 +44,8 @@ struct Driver {
     CUresult (*cuDeviceGet)(CUdevice *, int);
     CUresult (*cuCtxGetCurrent)(CUcontext *);
     CUresult (*cuCtxGetDevice)(CUdevice *);
+    CUresult (*cuCtxPushCurrent)(CUcontext);
+    CUresult (*cuCtxPopCurrent)(CUcontext *);
     CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*cuGetErrorString)(CUresult, const char **);
@@ -66,18 +69,9 @@ struct CallContext {
     void *stream;
 };
 
-int acquire_context(void *, void **ctx, bool create) {
-    CUcontext current = nullptr;
-    if (driver.cuCtxGetCurrent(&current) == 0 && current != nullptr) {
-        *ctx = current;
-        return halide_error_code_success;
-    }
-    if (!create) {
-        *ctx = nullptr;
-        return halide_error_code_success;
-    }
-    // No current context on this thread: device 0's primary context, the one
-    // the CUDA runtime API (and so PyTorch) uses, retained once for the process.
+// Device 0's primary context, the one the CUDA runtime API (and so PyTorch)
+// uses, retained once for the process: where a thread has no current context.
+CUresult primary_context(CUcontext *ctx) {
     static CUcontext primary = nullptr;
     static std::once_flag retained;
     static CUresult status = 0;
@@ -86,13 +80,49 @@ int acquire_context(void *, void **ctx, bool create) {
         status = driver.cuDeviceGet(&dev, 0);
         if (status == 0) status = driver.cuDevicePrimaryCtxRetain(&primary, dev);
     });
-    if (status != 0) {
-        halide_error(nullptr, driver_message("cuDevicePrimaryCtxRetain", status).c_str());
+    *ctx = primary;
+    return status;
+}
+
+int acquire_context(void *, void **ctx, bool create) {
+    CUcontext current = nullptr;
+    if (driver.cuCtxGetCurrent(&current) == 0 && current != nullptr) {
+        *ctx = current;
+        return halide_error_code_success;
+    }
+    *ctx = nullptr;
+    if (!create) return halide_error_code_success;
+    if (CUresult r = primary_context(ctx); r != 0) {
+        halide_error(nullptr, driver_message("cuDevicePrimaryCtxRetain", r).c_str());
         return halide_error_code_gpu_device_error;
     }
-    *ctx = primary;
     return halide_error_code_success;
 }
+
+// The context of the kernels (acquire_context's) made current for libgka's own
+// driver calls, which need one; the thread's current context is left as it was.
+struct BoundContext {
+    gka_status status = GKA_OK;
+    bool pushed = false;
+    explicit BoundContext(const char *call) {
+        CUcontext ctx = nullptr;
+        if (driver.cuCtxGetCurrent(&ctx) == 0 && ctx != nullptr) return;
+        CUresult r = primary_context(&ctx);
+        const char *failed = "cuDevicePrimaryCtxRetain";
+        if (r == 0) {
+            r = driver.cuCtxPushCurrent(ctx);
+            failed = "cuCtxPushCurrent";
+        }
+        if (r != 0) status = fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message(failed, r));
+        pushed = r == 0;
+    }
+    ~BoundContext() {
+        CUcontext popped = nullptr;
+        if (pushed) driver.cuCtxPopCurrent(&popped);
+    }
+    BoundContext(const BoundContext &) = delete;
+    BoundContext &operator=(const BoundContext &) = delete;
+};
 
 int release_context(void *) { return halide_error_code_success; }
 
@@ -119,6 +149,8 @@ void load_driver() {
     bind(driver.cuDeviceGet, "cuDeviceGet");
     bind(driver.cuCtxGetCurrent, "cuCtxGetCurrent");
     bind(driver.cuCtxGetDevice, "cuCtxGetDevice");
+    bind(driver.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+    bind(driver.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
     bind(driver.cuDeviceGetAttribute, "cuDeviceGetAttribute");
     bind(driver.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(driver.cuGetErrorString, "cuGetErrorString");
@@ -290,6 +322,8 @@ gka_status backward(const char *call, gka_shape shape, gka_window window, const 
 gka_status fill(const char *call, float *p, int64_t count, float value, void *stream) {
     unsigned bits;
     std::memcpy(&bits, &value, sizeof bits);
+    BoundContext bound(call);
+    if (bound.status != GKA_OK) return bound.status;
     if (CUresult r = driver.cuMemsetD32Async(CUdeviceptr(uintptr_t(p)), bits, size_t(count), stream); r != 0) {
         return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemsetD32Async", r));
     }
@@ -322,16 +356,22 @@ gka_status decode(const char *call, gka_shape shape, int64_t capacity, gka_windo
     lengths.device_free(&context);
     if (gka_status s = gka::internal::ran(k->name, code, GKA_ERR_DEVICE); s != GKA_OK) return s;
     // The new tokens' features into their slots (the last `capacity` of them),
-    // on the same stream: after the kernels have read the cache.
+    // on the same stream: after the kernels have read the cache. The slots of a
+    // sequence are one run, or two where the ring wraps.
+    BoundContext bound(call);
+    if (bound.status != GKA_OK) return bound.status;
     const size_t row = size_t(H * D) * sizeof(T);
+    const int64_t first = std::max<int64_t>(0, Tq - capacity);
     for (int64_t b = 0; b < B; b++) {
-        for (int64_t q = std::max<int64_t>(0, Tq - capacity); q < Tq; q++) {
+        for (int64_t q = first; q < Tq;) {
             const int64_t slot = (cache_lens[b] + q) % capacity;
+            const int64_t rows = std::min(Tq - q, capacity - slot);
             const auto to = CUdeviceptr(uintptr_t(cache)) + (b * capacity + slot) * row;
             const auto from = CUdeviceptr(uintptr_t(x)) + (b * Tq + q) * row;
-            if (CUresult r = driver.cuMemcpyDtoDAsync(to, from, row, stream); r != 0) {
+            if (CUresult r = driver.cuMemcpyDtoDAsync(to, from, rows * row, stream); r != 0) {
                 return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemcpyDtoDAsync", r));
             }
+            q += rows;
         }
     }
     return GKA_OK;

@@ -24,6 +24,7 @@ struct Driver {
     CUresult (*cuDeviceGetAttribute)(int *, int, int);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
     CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuCtxGetCurrent)(CUcontext *);
     CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
     CUresult (*cuMemFree)(CUdeviceptr);
     CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
@@ -57,6 +58,7 @@ inline std::string load(Driver &d) {
     bind(d.cuDeviceGetAttribute, "cuDeviceGetAttribute");
     bind(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(d.cuCtxSetCurrent, "cuCtxSetCurrent");
+    bind(d.cuCtxGetCurrent, "cuCtxGetCurrent");
     bind(d.cuMemAlloc, "cuMemAlloc_v2");
     bind(d.cuMemFree, "cuMemFree_v2");
     bind(d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
