@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "HalideBuffer.h"
 #include "HalideRuntime.h"
@@ -38,6 +39,23 @@ using CUresult = int;
 using CUdevice = int;
 using CUcontext = void *;
 using CUdeviceptr = unsigned long long;
+// cuda.h's CUDA_MEMCPY2D (v2), device to device.
+struct Memcpy2D {
+    size_t src_x_bytes = 0, src_y = 0;
+    int src_memory_type = 2;  // CU_MEMORYTYPE_DEVICE
+    const void *src_host = nullptr;
+    CUdeviceptr src_device = 0;
+    void *src_array = nullptr;
+    size_t src_pitch = 0;
+    size_t dst_x_bytes = 0, dst_y = 0;
+    int dst_memory_type = 2;
+    void *dst_host = nullptr;
+    CUdeviceptr dst_device = 0;
+    void *dst_array = nullptr;
+    size_t dst_pitch = 0;
+    size_t width_bytes = 0, height = 0;
+};
+
 struct Driver {
     CUresult (*cuInit)(unsigned);
     CUresult (*cuDeviceGetCount)(int *);
@@ -51,7 +69,14 @@ struct Driver {
     CUresult (*cuGetErrorString)(CUresult, const char **);
     CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, void *);
     CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, void *);
+    CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*cuMemFree)(CUdeviceptr);
+    CUresult (*cuMemcpy2DAsync)(const Memcpy2D *, void *);
+    CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, void *);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, void *);
+    CUresult (*cuStreamSynchronize)(void *);
 };
+
 Driver driver{};
 std::string driver_error;  // why the driver or a device is unusable; "" = usable
 std::once_flag driver_loaded;
@@ -156,6 +181,12 @@ void load_driver() {
     bind(driver.cuGetErrorString, "cuGetErrorString");
     bind(driver.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
     bind(driver.cuMemsetD32Async, "cuMemsetD32Async");
+    bind(driver.cuMemAlloc, "cuMemAlloc_v2");
+    bind(driver.cuMemFree, "cuMemFree_v2");
+    bind(driver.cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
+    bind(driver.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    bind(driver.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    bind(driver.cuStreamSynchronize, "cuStreamSynchronize");
     if (!missing.empty()) {
         driver_error = "the CUDA driver (libcuda) lacks entry points libgka calls: " + missing;
         return;
@@ -221,6 +252,12 @@ gka_status device_family(const char **family) {
                                          std::to_string(oldest % 10) + " that libgka's CUDA kernels need");
 }
 
+// The driver, and the family of the device in use.
+gka_status device_in_use(const char **family) {
+    if (!device_ready()) return GKA_ERR_DEVICE;
+    return device_family(family);
+}
+
 // A view of caller device memory: no host side, nothing to copy, nothing owned.
 struct DeviceBuffer {
     halide_dimension_t dims[4];
@@ -258,8 +295,7 @@ gka_status prepare(const gka_shape &shape, const gka_window &window, const float
     if (more) {
         if (gka_status s = more(); s != GKA_OK) return s;
     }
-    if (!device_ready()) return GKA_ERR_DEVICE;
-    return device_family(family);
+    return device_in_use(family);
 }
 
 gka_status unwrapped(const char *call, std::initializer_list<const DeviceBuffer *> buffers) {
@@ -377,6 +413,122 @@ gka_status decode(const char *call, gka_shape shape, int64_t capacity, gka_windo
     return GKA_OK;
 }
 
+// Device memory for one call's own use, freed on scope exit (in the bound
+// context; cuMemFree waits for the device, as the kernels' scratch does).
+struct Scratch {
+    CUdeviceptr ptr = 0;
+    gka_status status = GKA_OK;
+    Scratch(const char *call, int64_t floats) {
+        if (CUresult r = driver.cuMemAlloc(&ptr, size_t(std::max<int64_t>(floats, 1)) * sizeof(float)); r != 0) {
+            ptr = 0;
+            status = fail(r == 2 ? GKA_ERR_OUT_OF_MEMORY : GKA_ERR_DEVICE,
+                          std::string(call) + ": " + driver_message("cuMemAlloc", r));
+        }
+    }
+    ~Scratch() {
+        if (ptr) driver.cuMemFree(ptr);
+    }
+    Scratch(const Scratch &) = delete;
+    Scratch &operator=(const Scratch &) = delete;
+    float *at(int64_t offset) const { return reinterpret_cast<float *>(uintptr_t(ptr)) + offset; }
+};
+
+// `rows` rows of `width` floats from `from` (rows `from_pitch` floats apart)
+// to `to` (`to_pitch` apart), on `stream`.
+gka_status copy_rows(const char *call, float *to, int64_t to_pitch, const float *from, int64_t from_pitch,
+                     int64_t width, int64_t rows, void *stream) {
+    Memcpy2D m;
+    m.src_device = CUdeviceptr(uintptr_t(from));
+    m.src_pitch = size_t(from_pitch) * sizeof(float);
+    m.dst_device = CUdeviceptr(uintptr_t(to));
+    m.dst_pitch = size_t(to_pitch) * sizeof(float);
+    m.width_bytes = size_t(width) * sizeof(float);
+    m.height = size_t(rows);
+    if (CUresult r = driver.cuMemcpy2DAsync(&m, stream); r != 0) {
+        return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemcpy2DAsync", r));
+    }
+    return GKA_OK;
+}
+
+// Varlen (gka.h, gka_forward_varlen_cuda): each sequence a device call of its
+// own on views of the packed tensors, as on the host (varlen.cpp). A call's lse
+// is [H][length]: each sequence's is written to (or read from) scratch and
+// moved from (or to) its columns of the packed [H][total] with one 2D copy.
+template <class T>
+gka_status forward_varlen(const char *call, gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                          const T *x, const float *sigma, T *y, float *lse, void *stream) {
+    gka::internal::clear_error();
+    const char *family = nullptr;
+    if (gka_status s = gka::internal::check_varlen(shape, cu_seqlens, window, sigma,
+                                                   {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}}, false);
+        s != GKA_OK) {
+        return s;
+    }
+    if (gka_status s = device_in_use(&family); s != GKA_OK) return s;
+    BoundContext bound(call);
+    if (bound.status != GKA_OK) return bound.status;
+    const int64_t total = shape.seq_len, heads = shape.heads, row = heads * shape.head_dim;
+    Scratch rows(call, heads * total);
+    if (rows.status != GKA_OK) return rows.status;
+    return gka::internal::each_sequence(shape, cu_seqlens, [&](gka_shape one, int64_t first) {
+        float *own = rows.at(heads * first);
+        gka_status s = forward(call, one, window, x + first * row, sigma, y + first * row, own, stream);
+        if (s == GKA_OK) s = copy_rows(call, lse + first, total, own, one.seq_len, one.seq_len, heads, stream);
+        return s;
+    });
+}
+
+// dsigma sums the sequences' in order, in double, as the host's varlen does:
+// each sequence's goes to a row of scratch, and the rows are added on the host,
+// which waits for `stream` once.
+template <class T>
+gka_status backward_varlen(const char *call, gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                           const T *x, const float *sigma, const T *y, const float *lse, const T *dy, T *dx,
+                           float *dsigma, void *stream) {
+    gka::internal::clear_error();
+    const char *family = nullptr;
+    if (gka_status s = gka::internal::check_varlen(shape, cu_seqlens, window, sigma,
+                                                   {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"},
+                                                    {dx, "dx"}, {dsigma, "dsigma"}},
+                                                   false);
+        s != GKA_OK) {
+        return s;
+    }
+    if (gka_status s = device_in_use(&family); s != GKA_OK) return s;
+    BoundContext bound(call);
+    if (bound.status != GKA_OK) return bound.status;
+    const int64_t total = shape.seq_len, heads = shape.heads, row = heads * shape.head_dim;
+    Scratch rows(call, heads * total), parts(call, heads * shape.batch);
+    if (rows.status != GKA_OK) return rows.status;
+    if (parts.status != GKA_OK) return parts.status;
+    int64_t ran = 0;  // sequences run: parts' rows in use
+    gka_status status = gka::internal::each_sequence(shape, cu_seqlens, [&](gka_shape one, int64_t first) {
+        float *own = rows.at(heads * first);
+        const int64_t at = first * row;
+        gka_status s = copy_rows(call, own, one.seq_len, lse + first, total, one.seq_len, heads, stream);
+        if (s == GKA_OK) {
+            s = backward(call, one, window, x + at, sigma, y + at, own, dy + at, dx + at, parts.at(heads * ran++),
+                         stream);
+        }
+        return s;
+    });
+    if (status != GKA_OK) return status;
+    std::vector<float> each(size_t(heads * ran));
+    std::vector<double> sum(size_t(heads), 0.0);
+    CUresult r = each.empty() ? 0 : driver.cuMemcpyDtoHAsync(each.data(), parts.ptr, each.size() * sizeof(float), stream);
+    if (r == 0) r = driver.cuStreamSynchronize(stream);
+    if (r != 0) return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemcpyDtoHAsync", r));
+    for (int64_t s = 0; s < ran; s++) {
+        for (int64_t h = 0; h < heads; h++) sum[h] += each[s * heads + h];
+    }
+    const std::vector<float> total_dsigma(sum.begin(), sum.end());
+    // From pageable memory: the driver has staged it when the call returns.
+    r = driver.cuMemcpyHtoDAsync(CUdeviceptr(uintptr_t(dsigma)), total_dsigma.data(), size_t(heads) * sizeof(float),
+                                 stream);
+    if (r != 0) return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemcpyHtoDAsync", r));
+    return GKA_OK;  // gka_last_kernel(): each_sequence's
+}
+
 }  // namespace
 
 extern "C" {
@@ -484,6 +636,30 @@ gka_status gka_backward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window 
                             w.right, &dxb.buf, &dkb.buf, &dsb.buf, spread.raw_buffer());
     spread.device_free(&context);
     return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+}
+
+gka_status gka_forward_varlen_cuda(gka_shape shape, const int64_t *cu_seqlens, gka_window window, const float *x,
+                                   const float *sigma, float *y, float *lse, void *stream) {
+    return forward_varlen("gka_forward_varlen_cuda", shape, cu_seqlens, window, x, sigma, y, lse, stream);
+}
+
+gka_status gka_backward_varlen_cuda(gka_shape shape, const int64_t *cu_seqlens, gka_window window, const float *x,
+                                    const float *sigma, const float *y, const float *lse, const float *dy, float *dx,
+                                    float *dsigma, void *stream) {
+    return backward_varlen("gka_backward_varlen_cuda", shape, cu_seqlens, window, x, sigma, y, lse, dy, dx, dsigma,
+                           stream);
+}
+
+gka_status gka_forward_varlen_bf16_cuda(gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                                        const gka_bf16 *x, const float *sigma, gka_bf16 *y, float *lse, void *stream) {
+    return forward_varlen("gka_forward_varlen_bf16_cuda", shape, cu_seqlens, window, x, sigma, y, lse, stream);
+}
+
+gka_status gka_backward_varlen_bf16_cuda(gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                                         const gka_bf16 *x, const float *sigma, const gka_bf16 *y, const float *lse,
+                                         const gka_bf16 *dy, gka_bf16 *dx, float *dsigma, void *stream) {
+    return backward_varlen("gka_backward_varlen_bf16_cuda", shape, cu_seqlens, window, x, sigma, y, lse, dy, dx,
+                           dsigma, stream);
 }
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -61,6 +62,32 @@ struct ChunkWindow {
     int32_t shift, left, right;
 };
 ChunkWindow chunk_window(const gka_shape &shape, const gka_chunk &c, const gka_window &w);
+
+// Variable-length batches (gka.h, gka_forward_varlen; varlen.cpp): the packed
+// shape (shape.batch sequences, shape.seq_len tokens in all) and cu_seqlens,
+// before anything is read through them.
+gka_status check_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const gka_window &window,
+                        const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers,
+                        bool sigma_on_host = true);
+
+// Runs `one(sequence_shape, first_token)` on each non-empty sequence in order;
+// then names, as gka_last_kernel(), the direct form's variant if any sequence
+// ran it (it is the one to look for where results differ), else the last one's.
+template <class One>
+gka_status each_sequence(const gka_shape &shape, const int64_t *cu_seqlens, One one) {
+    const char *reported = "";  // the variants' names are static; "" if every sequence is empty
+    for (int64_t s = 0; s < shape.batch; s++) {
+        const int64_t length = cu_seqlens[s + 1] - cu_seqlens[s];
+        if (length == 0) continue;
+        if (gka_status status = one(gka_shape{1, length, shape.heads, shape.head_dim}, cu_seqlens[s]);
+            status != GKA_OK) {
+            return fail(status, "sequence " + std::to_string(s) + ": " + last_message());
+        }
+        if (std::strstr(reported, "_direct") == nullptr) reported = gka_last_kernel();
+    }
+    return ran(reported, 0, GKA_ERR_INTERNAL);
+}
+
 
 // The families' names, comma-separated ("avx512,avx2,generic"): what
 // gka_cpu_families() and gka_cuda_families() return.

@@ -11,36 +11,18 @@
 #include "gka/gka.h"
 #include "internal.h"
 
-namespace {
+namespace gka::internal {
 
-using gka::internal::fail;
-
-gka_status forward_one(gka_shape s, gka_window w, const float *x, const float *sigma, float *y, float *lse) {
-    return gka_forward(s, w, x, sigma, y, lse);
-}
-gka_status forward_one(gka_shape s, gka_window w, const gka_bf16 *x, const float *sigma, gka_bf16 *y, float *lse) {
-    return gka_forward_bf16(s, w, x, sigma, y, lse);
-}
-gka_status backward_one(gka_shape s, gka_window w, const float *x, const float *sigma, const float *y,
-                        const float *lse, const float *dy, float *dx, float *dsigma) {
-    return gka_backward(s, w, x, sigma, y, lse, dy, dx, dsigma);
-}
-gka_status backward_one(gka_shape s, gka_window w, const gka_bf16 *x, const float *sigma, const gka_bf16 *y,
-                        const float *lse, const gka_bf16 *dy, gka_bf16 *dx, float *dsigma) {
-    return gka_backward_bf16(s, w, x, sigma, y, lse, dy, dx, dsigma);
-}
-
-// The packed shape (shape.batch sequences, shape.seq_len tokens in all) and
-// cu_seqlens, before anything is read through them.
 gka_status check_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const gka_window &window,
-                        const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers) {
+                        const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers,
+                        bool sigma_on_host) {
     if (shape.batch < 1) {
         return fail(GKA_ERR_INVALID_ARGUMENT, "varlen: " + std::to_string(shape.batch) + " sequences: must be >= 1");
     }
     if (cu_seqlens == nullptr) return fail(GKA_ERR_INVALID_ARGUMENT, "cu_seqlens is NULL");
     // Sequences may all be empty (a total of 0): the rest is checked all the same.
     const gka_shape tokens{1, std::max<int64_t>(shape.seq_len, 1), shape.heads, shape.head_dim};
-    if (gka_status s = gka::internal::check_arguments(tokens, window, sigma, pointers); s != GKA_OK) return s;
+    if (gka_status s = check_arguments(tokens, window, sigma, pointers, sigma_on_host); s != GKA_OK) return s;
     if (cu_seqlens[0] != 0) {
         return fail(GKA_ERR_INVALID_ARGUMENT, "cu_seqlens[0] = " + std::to_string(cu_seqlens[0]) + ": must be 0");
     }
@@ -61,22 +43,27 @@ gka_status check_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const
     return GKA_OK;
 }
 
-// Runs `one(sequence_shape, first_token)` on each non-empty sequence in order;
-// then names, as gka_last_kernel(), the direct form's variant if any sequence
-// ran it (it is the one to look for where results differ), else the last one's.
-template <class One>
-gka_status each_sequence(const gka_shape &shape, const int64_t *cu_seqlens, One one) {
-    const char *reported = "";  // the variants' names are static; "" if every sequence is empty
-    for (int64_t s = 0; s < shape.batch; s++) {
-        const int64_t length = cu_seqlens[s + 1] - cu_seqlens[s];
-        if (length == 0) continue;
-        if (gka_status status = one(gka_shape{1, length, shape.heads, shape.head_dim}, cu_seqlens[s]);
-            status != GKA_OK) {
-            return fail(status, "sequence " + std::to_string(s) + ": " + gka::internal::last_message());
-        }
-        if (std::strstr(reported, "_direct") == nullptr) reported = gka_last_kernel();
-    }
-    return gka::internal::ran(reported, 0, GKA_ERR_INTERNAL);
+}  // namespace gka::internal
+
+namespace {
+
+using gka::internal::check_varlen;
+using gka::internal::each_sequence;
+using gka::internal::fail;
+
+gka_status forward_one(gka_shape s, gka_window w, const float *x, const float *sigma, float *y, float *lse) {
+    return gka_forward(s, w, x, sigma, y, lse);
+}
+gka_status forward_one(gka_shape s, gka_window w, const gka_bf16 *x, const float *sigma, gka_bf16 *y, float *lse) {
+    return gka_forward_bf16(s, w, x, sigma, y, lse);
+}
+gka_status backward_one(gka_shape s, gka_window w, const float *x, const float *sigma, const float *y,
+                        const float *lse, const float *dy, float *dx, float *dsigma) {
+    return gka_backward(s, w, x, sigma, y, lse, dy, dx, dsigma);
+}
+gka_status backward_one(gka_shape s, gka_window w, const gka_bf16 *x, const float *sigma, const gka_bf16 *y,
+                        const float *lse, const gka_bf16 *dy, gka_bf16 *dx, float *dsigma) {
+    return gka_backward_bf16(s, w, x, sigma, y, lse, dy, dx, dsigma);
 }
 
 template <class T>

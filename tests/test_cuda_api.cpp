@@ -49,6 +49,22 @@ TEST_CASE("cuda: compiled in, and without a device GKA_ERR_DEVICE with the reaso
     const int64_t too_long[] = {8};
     CHECK(gka_decode_cuda(step, 8, {-1, 0}, x.data(), sigma.data(), too_long, x.data() + 4, y.data(), lse.data(),
                           nullptr) == GKA_ERR_INVALID_ARGUMENT);
+    // Varlen: two packed sequences of 3 and 5 tokens; cu_seqlens is validated
+    // as the host call's (the same message), then the device is needed.
+    const int64_t cu_seqlens[] = {0, 3, 8}, unordered[] = {0, 5, 3};
+    const gka_shape packed{2, 8, 1, 4};
+    CHECK(gka_forward_varlen_cuda(packed, cu_seqlens, {-1, 0}, x.data(), sigma.data(), y.data(), lse.data(),
+                                  nullptr) == GKA_ERR_DEVICE);
+    CHECK(gka_backward_varlen_bf16_cuda(packed, cu_seqlens, {-1, 0}, xb.data(), sigma.data(), xb.data(), lse.data(),
+                                        xb.data(), yb.data(), dsigma.data(), nullptr) == GKA_ERR_DEVICE);
+    CHECK(gka_backward_varlen_cuda(packed, unordered, {-1, 0}, x.data(), sigma.data(), x.data(), lse.data(),
+                                   x.data(), dx.data(), dsigma.data(), nullptr) == GKA_ERR_INVALID_ARGUMENT);
+    const std::string device_message = gka_last_error();
+    CHECK(gka_backward_varlen(packed, unordered, {-1, 0}, x.data(), sigma.data(), x.data(), lse.data(), x.data(),
+                              dx.data(), dsigma.data()) == GKA_ERR_INVALID_ARGUMENT);
+    CHECK(device_message == gka_last_error());
+    CHECK(gka_forward_varlen_cuda(packed, nullptr, {-1, 0}, x.data(), sigma.data(), y.data(), lse.data(),
+                                  nullptr) == GKA_ERR_INVALID_ARGUMENT);
     for (const auto *v : {&y, &lse, &dx, &dsigma}) {
         for (float f : *v) REQUIRE(f == 42.0f);
     }

@@ -69,6 +69,10 @@ CUDA_SIGNATURES = {
     "gka_decode_bf16_cuda": [Shape, ctypes.c_int64, Window, _p, _p, _p, _p, _p, _p, _p],
     "gka_forward_chunk_cuda": [Shape, Chunk, Window, _p, _p, _p, _p, _p, _p],
     "gka_backward_chunk_cuda": [Shape, Chunk, Window, _p, _p, _p, _p, _p, _p, _p, _p, _p, _p],
+    "gka_forward_varlen_cuda": [Shape, _p, Window, _p, _p, _p, _p, _p],
+    "gka_backward_varlen_cuda": [Shape, _p, Window, _p, _p, _p, _p, _p, _p, _p, _p],
+    "gka_forward_varlen_bf16_cuda": [Shape, _p, Window, _p, _p, _p, _p, _p],
+    "gka_backward_varlen_bf16_cuda": [Shape, _p, Window, _p, _p, _p, _p, _p, _p, _p, _p],
 }
 
 # Where an installed gka_torch finds the installed libgka: CMake writes the

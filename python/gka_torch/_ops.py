@@ -210,9 +210,6 @@ def _check_varlen(x, cu_seqlens, sigma, fake=False):
         raise ValueError(f"gka: packed x must be [total, heads, head_dim], got "
                          f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
     _check(x.unsqueeze(0), sigma, fake=fake)
-    if not fake and x.device.type != "cpu":
-        raise NotImplementedError(f"gka: varlen runs on the CPU (libgka has no CUDA varlen entry points), got "
-                                  f"{x.device}")
     if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2 or cu_seqlens.dtype != torch.int64 or \
             cu_seqlens.device.type != "cpu":
         raise TypeError(f"gka: cu_seqlens must be an int64 CPU tensor [sequences + 1], got {cu_seqlens.dtype} "
@@ -234,7 +231,7 @@ def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tenso
     _check_varlen(x, cu_seqlens, sigma)
     x, cu_seqlens, sigma = x.contiguous(), cu_seqlens.contiguous(), sigma.float().contiguous()
     y = torch.empty_like(x)
-    lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32)
+    lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32, device=x.device)
     if x.shape[0] * x.shape[1] > 0:  # libgka refuses head_dim 0 with its reason
         _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse)
     return y, lse
@@ -258,7 +255,7 @@ def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tens
     x, y, lse, dy, cu_seqlens = (t.contiguous() for t in (x, y, lse, dy, cu_seqlens))
     sigma = sigma.float().contiguous()
     dx = torch.empty_like(x)
-    dsigma = torch.zeros((x.shape[1],), dtype=torch.float32)
+    dsigma = torch.zeros((x.shape[1],), dtype=torch.float32, device=x.device)
     if x.shape[0] * x.shape[1] > 0:
         _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse, dy, dx, dsigma)
     return dx, dsigma
@@ -444,7 +441,9 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0)):
     cu_seqlens[s]..cu_seqlens[s+1]-1 (int32 or int64, any device: it is read on
     the host), each attending within itself under the window, at its own cost
     (nothing padded). Returns y [total,H,D]; gradients flow to x and sigma.
-    CPU only; dtypes and autocast as gka_attention's.
+    On the CPU or a CUDA device; dtypes and autocast as gka_attention's. (On
+    CUDA the backward waits for the stream once, to add the sequences' dsigma
+    in order; a CUDA cu_seqlens is copied to the host, which waits too.)
     """
     left, right = _window(window)
     if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):

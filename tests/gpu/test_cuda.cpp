@@ -214,6 +214,83 @@ TEST_CASE("cuda: decode steps match the CPU's, causal and on a ring", "[cuda][de
     }
 }
 
+gka_status varlen_on_host(bool backward, gka_shape s, const int64_t *cu, gka_window w, const float *x,
+                          const float *sigma, float *y, float *lse, const float *dy, float *dx, float *dsigma) {
+    return backward ? gka_backward_varlen(s, cu, w, x, sigma, y, lse, dy, dx, dsigma)
+                    : gka_forward_varlen(s, cu, w, x, sigma, y, lse);
+}
+gka_status varlen_on_host(bool backward, gka_shape s, const int64_t *cu, gka_window w, const gka_bf16 *x,
+                          const float *sigma, gka_bf16 *y, float *lse, const gka_bf16 *dy, gka_bf16 *dx,
+                          float *dsigma) {
+    return backward ? gka_backward_varlen_bf16(s, cu, w, x, sigma, y, lse, dy, dx, dsigma)
+                    : gka_forward_varlen_bf16(s, cu, w, x, sigma, y, lse);
+}
+gka_status varlen_on_device(bool backward, gka_shape s, const int64_t *cu, gka_window w, const float *x,
+                            const float *sigma, float *y, float *lse, const float *dy, float *dx, float *dsigma,
+                            void *stream) {
+    return backward ? gka_backward_varlen_cuda(s, cu, w, x, sigma, y, lse, dy, dx, dsigma, stream)
+                    : gka_forward_varlen_cuda(s, cu, w, x, sigma, y, lse, stream);
+}
+gka_status varlen_on_device(bool backward, gka_shape s, const int64_t *cu, gka_window w, const gka_bf16 *x,
+                            const float *sigma, gka_bf16 *y, float *lse, const gka_bf16 *dy, gka_bf16 *dx,
+                            float *dsigma, void *stream) {
+    return backward ? gka_backward_varlen_bf16_cuda(s, cu, w, x, sigma, y, lse, dy, dx, dsigma, stream)
+                    : gka_forward_varlen_bf16_cuda(s, cu, w, x, sigma, y, lse, stream);
+}
+
+// Packed sequences of mixed lengths (one empty) on the device and on the CPU
+// (gka_forward_varlen and gka_backward_varlen, which tests/test_varlen.cpp
+// holds to the reference): y, lse, dx and dsigma agree to rounding.
+template <class T>
+void varlen_matches_host(gka_window w, int64_t D) {
+    INFO("window (" << w.left << ", " << w.right << "), D=" << D << (sizeof(T) == 2 ? ", bfloat16" : ", float32"));
+    const std::vector<int64_t> cu = {0, 37, 37, 300, 301, 420};
+    const int64_t total = cu.back(), H = 2, sequences = int64_t(cu.size()) - 1;
+    const double tolerance = sizeof(T) == 2 ? 1e-2 : 1e-4;
+    const auto p = gka_ref::make_problem({1, total, H, D}, w, {0.5f, 3.0f}, 1.5, 1100 + D);
+    std::vector<T> x(p.x.size()), dy(p.dy.size());
+    for (size_t k = 0; k < x.size(); k++) {
+        if constexpr (sizeof(T) == 2) x[k] = gka_test::to_bf16(p.x[k]), dy[k] = gka_test::to_bf16(p.dy[k]);
+        else x[k] = p.x[k], dy[k] = p.dy[k];
+    }
+    const gka_shape shape{sequences, total, H, D};
+    std::vector<T> y(x.size()), dx(x.size());
+    std::vector<float> lse(H * total), ds(H);
+    REQUIRE(varlen_on_host(false, shape, cu.data(), w, x.data(), p.sigma.data(), y.data(), lse.data(), nullptr,
+                           nullptr, nullptr) == GKA_OK);
+    REQUIRE(varlen_on_host(true, shape, cu.data(), w, x.data(), p.sigma.data(), y.data(), lse.data(), dy.data(),
+                           dx.data(), ds.data()) == GKA_OK);
+    Stream stream;
+    DeviceArray<T> xd(x), dyd(dy), yd(y.size()), dxd(dx.size());
+    DeviceArray<> sd(p.sigma), ld(lse.size()), dsd(ds.size());
+    gka_status s = varlen_on_device(false, shape, cu.data(), w, xd.f(), sd.f(), yd.f(), ld.f(), nullptr, nullptr,
+                                    nullptr, stream.s);
+    INFO(gka_last_error());
+    REQUIRE(s == GKA_OK);
+    stream.sync();
+    const std::vector<float> want_y = as_floats(y), want_dx = as_floats(dx);
+    check_close(as_floats(yd.download()), want_y, tolerance * largest(want_y));
+    check_close(ld.download(), lse, 2e-4);
+    DeviceArray<T> yc(y);  // the CPU's y and lse, so that both backwards see the same inputs
+    DeviceArray<> lc(lse);
+    s = varlen_on_device(true, shape, cu.data(), w, xd.f(), sd.f(), yc.f(), lc.f(), dyd.f(), dxd.f(), dsd.f(),
+                         stream.s);
+    INFO(gka_last_error());
+    REQUIRE(s == GKA_OK);
+    stream.sync();
+    check_close(as_floats(dxd.download()), want_dx, 10 * tolerance * largest(want_dx));
+    check_close(dsd.download(), ds, 10 * tolerance * largest(ds));
+}
+
+TEST_CASE("cuda: varlen matches the CPU's, float32 and bfloat16", "[cuda][varlen]") {
+    for (gka_window w : {causal, full, gka_window{40, 0}, gka_window{5, 9}}) {
+        for (int64_t D : {64, 128, 40}) {
+            varlen_matches_host<float>(w, D);
+            varlen_matches_host<gka_bf16>(w, D);
+        }
+    }
+}
+
 // A chunk's passes on the device and on the CPU (gka_forward_chunk and
 // gka_backward_chunk, which tests/test_chunk.cpp holds to the reference) agree
 // to rounding, relative to each tensor's largest value (dx's sums cancel):

@@ -292,6 +292,25 @@ class CudaTensors(unittest.TestCase):
                 self.assertLess(rel_err(xc.grad.cpu(), want_dx), RTOL)
                 self.assertLess(rel_err(sc.grad.cpu(), want_dsigma), RTOL)
 
+    def test_varlen_matches_cpu(self):
+        lengths = [5, 0, 23, 1, 40]
+        x, sigma = inputs(64, seed=13, b=1, t=sum(lengths), h=2)
+        cu = torch.tensor([0] + lengths).cumsum(0)
+        dy = torch.randn(x[0].shape, generator=torch.Generator().manual_seed(14))
+        for window in ((-1, 0), (4, 0), (-1, -1)):
+            with self.subTest(window=window):
+                grads = []
+                for device in ("cpu", "cuda"):
+                    xd = x[0].float().to(device).requires_grad_()
+                    sd = sigma.float().to(device).requires_grad_()
+                    y = gka_torch.gka_attention_varlen(xd, cu.to(device), sd, window)  # a CUDA cu_seqlens too
+                    self.assertEqual(y.device.type, device)
+                    (y * dy.to(device)).sum().backward()
+                    grads.append((y.detach().cpu(), xd.grad.cpu(), sd.grad.cpu()))
+                self.assertIn("cuda", gka_torch.last_kernel())
+                for got, want in zip(grads[1], grads[0]):
+                    self.assertLess(rel_err(got.double(), want.double()), RTOL)
+
     def test_autocast_runs_bf16_and_float16_runs_float32(self):
         x, sigma = inputs(24)
         sf = sigma.float().cuda()

@@ -252,6 +252,24 @@ GKA_API gka_status gka_decode_cuda(gka_shape shape, int64_t capacity, gka_window
 GKA_API gka_status gka_decode_bf16_cuda(gka_shape shape, int64_t capacity, gka_window window, const gka_bf16 *x,
                                         const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y,
                                         float *lse, void *stream);
+/* gka_forward_varlen and gka_backward_varlen on the device (and their bf16
+ * forms): x, sigma, y, lse, dy, dx and dsigma device memory; cu_seqlens host
+ * memory, validated as the host calls' before anything is enqueued. Each
+ * sequence runs as its own device call on `stream`. The backward adds the
+ * sequences' dsigma in order on the host, as gka_backward_varlen does: it
+ * waits for `stream` once, before dsigma's copy back is enqueued. */
+GKA_API gka_status gka_forward_varlen_cuda(gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                                           const float *x, const float *sigma, float *y, float *lse, void *stream);
+GKA_API gka_status gka_backward_varlen_cuda(gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                                            const float *x, const float *sigma, const float *y, const float *lse,
+                                            const float *dy, float *dx, float *dsigma, void *stream);
+GKA_API gka_status gka_forward_varlen_bf16_cuda(gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                                                const gka_bf16 *x, const float *sigma, gka_bf16 *y, float *lse,
+                                                void *stream);
+GKA_API gka_status gka_backward_varlen_bf16_cuda(gka_shape shape, const int64_t *cu_seqlens, gka_window window,
+                                                 const gka_bf16 *x, const float *sigma, const gka_bf16 *y,
+                                                 const float *lse, const gka_bf16 *dy, gka_bf16 *dx, float *dsigma,
+                                                 void *stream);
 /* gka_forward_chunk and gka_backward_chunk on the device (float32; a chunk
  * with no pair in the window fills its outputs on `stream`, no kernel). */
 GKA_API gka_status gka_forward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
