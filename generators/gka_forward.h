@@ -35,13 +35,22 @@ struct ForwardPipeline {
     Func weight{"weight"};              // exp(s_ij), 0 where masked and for j = i   (j, i, h, b)
     Func weighted_sum{"weighted_sum"};  // sum_{j != i} exp(s_ij) x_j   (d, offset, band, h, b)
     Func row_sum{"row_sum"};            // sum_{j != i} exp(s_ij)          (offset, band, h, b)
+    // With bfloat16 products (define_forward's `bf16_products`), the value sum
+    // goes by key pairs: keys 2p and 2p + 1 of a pair side by side.
+    bool bf16_products = false;
+    Func value_weight{"value_weight"};  // exp(s_ij) rounded to bfloat16  (pair, i, p, h, b)
+    Func value_pairs{"value_pairs"};    // the keys' bfloat16 features   (pair, d, h, p, b)
     Func y, lse, spread;                // the outputs
 };
 
 // key_block: the keys a block of a band's window (Mask::window). `keys`: a
 // chunk's (the direct form's alone), or undefined: the queries' own tokens.
+// bf16_products (bfloat16 features): the value sum multiplies the weights
+// rounded to bfloat16 by the features, each product exact, summed in float
+// (as bfloat16 dot products do, two keys a step); every other product, the
+// scores and the row sums are float (GKA.md, "bfloat16").
 inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Expr head_dim, const Mask &mask,
-                           int key_block, ScoreForm form, Func y, Func lse, Func spread) {
+                           int key_block, ScoreForm form, Func y, Func lse, Func spread, bool bf16_products = false) {
     const Vars &v = p.v;
     const bool chunk = keys.defined();
     if (chunk && form != ScoreForm::Direct) throw std::invalid_argument("gka forward: chunks take scores=direct");
@@ -60,11 +69,31 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
     p.weight(v.j, v.i, v.h, v.b) = Halide::select(mask.allowed(v.i, v.j) && mask.position(v.i) != v.j,
                                                   exp_nonpositive(p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);
 
-    p.keys = mask.window("k", key_block);
     const Expr query = mask.token(v.band, v.offset);
-    const Expr key = mask.key_in_window(p.keys, v.band);
-    p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b) * p.values(v.d, v.h, key, v.b);
-    p.row_sum(v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b);
+    p.bf16_products = bf16_products;
+    if (bf16_products) {
+        if (chunk || x.type() != Halide::BFloat(16) || key_block % 2 != 0) {
+            throw std::invalid_argument("gka forward: bfloat16 products take bfloat16 features, no chunk, and an even "
+                                        "key block");
+        }
+        Var pair("pair");
+        const Func raw = Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()},
+                                                                     {0, mask.seq_len}, {Expr(), Expr()}});
+        p.value_pairs(pair, v.d, v.h, v.j, v.b) = raw(v.d, v.h, 2 * v.j + pair, v.b);
+        p.value_weight(pair, v.i, v.j, v.h, v.b) = Halide::cast(Halide::BFloat(16), p.weight(2 * v.j + pair, v.i, v.h, v.b));
+        p.keys = mask.pair_window("k", key_block);
+        const Expr key_pair = mask.key_pair_in_window(p.keys, v.band), key = 2 * key_pair + p.keys.x;
+        p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) +=
+            Halide::cast<float>(p.value_weight(p.keys.x, query, key_pair, v.h, v.b)) *
+            Halide::cast<float>(p.value_pairs(p.keys.x, v.d, v.h, key_pair, v.b));
+        p.row_sum(v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b);
+    } else {
+        p.keys = mask.window("k", key_block);
+        const Expr key = mask.key_in_window(p.keys, v.band);
+        p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) +=
+            p.weight(key, query, v.h, v.b) * p.values(v.d, v.h, key, v.b);
+        p.row_sum(v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b);
+    }
 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
     const Expr others = p.row_sum(offset, band, v.h, v.b), sum = p.weighted_sum(v.d, offset, band, v.h, v.b);

@@ -101,6 +101,23 @@ struct Mask {
         return in_window(r, r.x, r.y, Halide::max(position(band * band_size) - left_span, 0),
                          position(band * band_size + band_size - 1) + right_span, key_len);
     }
+    // The window of a band by key pairs (the bfloat16 dot products take keys two
+    // at a time): r.x the key of a pair (0, 1), r.y the pair in a block of
+    // `block` keys, r.z the block. The window starts at an even key, so that a
+    // pair is two keys of one stored pair (a window that starts at an odd key
+    // takes one more, before it, which the mask excludes).
+    RDom pair_window(const char *name, int block) const {
+        return RDom({{0, 2}, {0, block / 2}, {0, (window_extent() + 1 + block - 1) / block}}, name);
+    }
+    // The key pair (keys 2p and 2p + 1) at r of pair_window for the queries of
+    // `band`; bounds r to the band's last key.
+    Expr key_pair_in_window(RDom &r, const Expr &band) const {
+        const Expr first = Halide::max(position(band * band_size) - left_span, 0) / 2 * 2;
+        const Expr last_token = Halide::min(position(band * band_size + band_size - 1) + right_span, key_len - 1);
+        const Expr block_start = r.z * (2 * r.y.extent());
+        r.where(block_start <= last_token - first);
+        return (first + block_start) / 2 + r.y;
+    }
     // The query at r of the window of the keys of `band`; bounds r to the band's last query.
     Expr query_in_window(RDom &r, const Expr &band) const { return query_in_window(r, r.x, r.y, band); }
     // The same over any two dimensions of r: `in_block` (of extent `block`) and `block`.

@@ -129,8 +129,11 @@ public:
         const Expr key_len = chunk ? keys->dim(2).extent() : seq_len;
         const gka::Mask mask = chunk ? chunk_mask(*left, *right, seq_len, key_len, *shift, schedule.band())
                                      : gka::Mask(*left, *right, seq_len, schedule.band());
+        // bfloat16 products where the target has bfloat16 dot products (AVX-512 BF16).
+        const bool bf16_products = Type(element) == BFloat(16) && !chunk &&
+                                   get_target().has_feature(Target::AVX512_Zen4);
         gka::define_forward(p, *x, chunk ? Func(*keys) : Func(), *sigma, head_dim, mask, schedule.key_tile(), form, *y,
-                            *lse, *spread);
+                            *lse, *spread, bf16_products);
         if (using_autoscheduler()) {
             estimate_features(*x, estimated_head_dim());
             estimate_features(*y, estimated_head_dim());

@@ -23,6 +23,12 @@ bool host_has(const std::string &feature) {
         {"avx512f", bool(__builtin_cpu_supports("avx512f"))},   {"avx512vl", bool(__builtin_cpu_supports("avx512vl"))},
         {"avx512bw", bool(__builtin_cpu_supports("avx512bw"))}, {"avx512dq", bool(__builtin_cpu_supports("avx512dq"))},
         {"avx512cd", bool(__builtin_cpu_supports("avx512cd"))},
+        {"avx512ifma", bool(__builtin_cpu_supports("avx512ifma"))},
+        {"avx512vbmi", bool(__builtin_cpu_supports("avx512vbmi"))},
+        {"avx512_vbmi2", bool(__builtin_cpu_supports("avx512vbmi2"))},
+        {"avx512_vnni", bool(__builtin_cpu_supports("avx512vnni"))},
+        {"avx512_bitalg", bool(__builtin_cpu_supports("avx512bitalg"))},
+        {"avx512_bf16", bool(__builtin_cpu_supports("avx512bf16"))},
     };
     for (const Feature &f : features)
         if (feature == f.name) return f.present;

@@ -103,6 +103,30 @@ CpuForwardKnobs cpu_forward_knobs(Family family) {
     return k;
 }
 
+// bfloat16 products: the keys' features stored head-major by key pairs, a
+// pair's two rows interleaved (a vector of d of a pair is one load); each pair
+// tile's weights rounded and interleaved likewise, beside the tile.
+void schedule_value_pairs(ForwardPipeline &p, const LoopLevel &tile, int score_tile, int key_tile, int vec) {
+    const std::vector<Var> a = p.value_pairs.args();  // (pair, d, h, p, b)
+    Var hb("hb");
+    p.value_pairs.compute_root()
+        .reorder_storage(a[0], a[1], a[3], a[2], a[4])
+        .reorder(a[0], a[1], a[3], a[2], a[4])
+        .vectorize(a[0])
+        .vectorize(a[1], vec, TailStrategy::GuardWithIf)
+        .fuse(a[2], a[4], hb)
+        .parallel(hb);
+    const std::vector<Var> w = p.value_weight.args();  // (pair, i, p, h, b)
+    p.value_weight.compute_at(tile)
+        .bound_extent(w[1], score_tile)
+        .bound_extent(w[2], key_tile / 2)
+        .reorder(w[0], w[1], w[2])
+        .vectorize(w[0])
+        .vectorize(w[1], vec)
+        .bound_storage(w[3], 1)
+        .bound_storage(w[4], 1);
+}
+
 void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     const int vec = k.vector, st = k.score_tile, qt = k.query_tile, kt = k.key_tile;
     const int kc = k.key_chunk > 0 ? k.key_chunk : kt;  // 0: the whole key tile at once
@@ -133,13 +157,18 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
         .parallel(v.b)
         .compute_with(p.y, band);
     const LoopLevel band_level(p.y, band);
-    BandSum sum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
+    BandSum sum = p.bf16_products ? BandSum{p.weighted_sum, p.row_sum, p.keys.z, p.keys.y, p.keys.x}
+                                  : BandSum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
     schedule_band_sum(sum, v, p.head_dim, vec, st, qt, k.d_block, band_level);
     // Queries transposed once per band for the score GEMM; keys and values read
     // in place, the values from a head-major copy of x, the Expansion's keys
     // from one of the centred features (centring them as they are read would
     // add an operation to each of the GEMM's broadcasts).
-    head_major(p.values, vec);
+    if (p.bf16_products) {
+        schedule_value_pairs(p, sum.tile_level(), st, kt, vec);
+    } else {
+        head_major(p.values, vec);
+    }
     if (p.form == ScoreForm::Expansion) head_major(p.scores.key_features, vec);
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);

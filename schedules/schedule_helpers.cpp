@@ -77,14 +77,18 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
 
     Stage sum = s.sum.update();
     sum.split(v.offset, os, oo, score_tile).split(oo, oo, oi, tile).unroll(oi);
-    split_head_dim(sum, v.d, dd, head_dim, vec, d_block, {v.d, oi, s.in_block, dd, oo, os, s.block, v.band, v.h, v.b});
+    std::vector<VarOrRVar> order = {v.d, oi, s.in_block, dd, oo, os, s.block, v.band, v.h, v.b};
+    if (s.pair) order.insert(order.begin(), *s.pair);
+    split_head_dim(sum, v.d, dd, head_dim, vec, d_block, order);
+    // A pair's two products in adjacent lanes, reduced into one lane of d: the
+    // bfloat16 dot product (vdpbf16ps) of a vector of d.
+    if (s.pair) sum.atomic().vectorize(*s.pair);
     // The pair tiles store a block's queries innermost: a query's stats are one
     // lane of a vector add per key.
     Stage stats = s.stats.update();
-    stats.split(v.offset, os, lanes, score_tile)
-        .reorder(lanes, s.in_block, os, s.block, v.band, v.h, v.b)
-        .vectorize(lanes, vec)
-        .unroll(lanes);
+    std::vector<VarOrRVar> stats_order = {lanes, s.in_block, os, s.block, v.band, v.h, v.b};
+    if (s.pair) stats_order.insert(stats_order.begin() + 1, *s.pair);
+    stats.split(v.offset, os, lanes, score_tile).reorder(stats_order).vectorize(lanes, vec).unroll(lanes);
     stats.compute_with(sum, os);
 }
 

@@ -1,6 +1,7 @@
 // Scheduling idioms shared by the GKA kernels' CPU schedules.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "../generators/gka_math.h"
@@ -34,6 +35,9 @@ void schedule_token_dot(Halide::Func f, const Vars &v, const Halide::Expr &head_
 struct BandSum {
     Halide::Func sum, stats;
     Halide::RVar block, in_block;
+    // Set where the sum goes by key pairs (Mask::pair_window: in_block the pair,
+    // `pair` its key), each a bfloat16 dot product of two keys' products.
+    std::optional<Halide::RVar> pair;
     Halide::Var score_block{"os"};  // pair tiles are computed per score block: tile_level()
     Halide::LoopLevel tile_level() const { return Halide::LoopLevel(sum, score_block); }
 };

@@ -4,8 +4,11 @@
 // bfloat16 inputs), exact one-token rows, the float32 kernels' results of the
 // same inputs rounded once, the variants' names, and validation.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <random>
 
 #include "bfloat16.h"
@@ -51,6 +54,24 @@ gka_test::Report compare_bf16(const Problem &p, const gka_test::Outputs &out) {
     return gka_test::compare(p, out, {}, gka_test::bfloat16_bounds);
 }
 
+// Whether `family`'s bfloat16 forward multiplies in bfloat16 (the value sum's
+// weights rounded: gka_forward.h, bf16_products): its target's bfloat16 dot
+// products, which the host feature avx512_bf16 names (cmake/families.tsv).
+bool multiplies_in_bf16(const std::string &family) {
+    std::ifstream table(GKA_FAMILIES_TABLE);
+    REQUIRE(table.good());
+    for (std::string line; std::getline(table, line);) {
+        std::istringstream row(line);
+        std::string name, target, host_features;
+        if (std::getline(row, name, '\t') && name == family && std::getline(row, target, '\t') &&
+            std::getline(row, host_features, '\t')) {
+            return (',' + host_features + ',').find(",avx512_bf16,") != std::string::npos;
+        }
+    }
+    FAIL("family " << family << " is not in " << GKA_FAMILIES_TABLE);
+    return false;
+}
+
 void check_bf16(const Problem &p) {
     const gka_test::Outputs out = run_bf16(p);
     gka_test::check_report(std::string("bf16, family ") + gka_cpu_family() + ", last kernel " + gka_last_kernel(), p,
@@ -90,11 +111,45 @@ TEST_CASE("bf16: the float32 kernels' results of the same inputs, rounded once",
         const Problem p = in_bf16(make_problem({1, 70, 2, 40}, w, {0.8f, 2.5f}, 1.5, 11));
         gka_test::for_each_family_and_form([&] {
             const gka_test::Outputs f32 = gka_test::run_kernels(p), bf16 = run_bf16(p);
-            CHECK(bf16.y == gka_test::rounded_to_bf16(f32.y));
+            // A family that multiplies in bfloat16 rounds the weights of y's
+            // sum (the contract above judges its y); its row sums, so lse, are
+            // the float32 kernels' all the same.
+            if (!multiplies_in_bf16(gka_cpu_family())) CHECK(bf16.y == gka_test::rounded_to_bf16(f32.y));
             CHECK(bf16.lse == f32.lse);
             // The backward's inputs differ (its y is the bf16 call's), so dx and
             // dsigma are judged by the contract above, not bit for bit.
         });
+    }
+}
+
+// The bfloat16 products change nothing else: a family that multiplies in
+// bfloat16 runs float32 (and the bfloat16 backward) as the family it extends
+// does, bit for bit, where the host runs both.
+TEST_CASE("bf16: a family with bfloat16 products gives the other results of avx512, bit for bit", "[bf16]") {
+    const std::vector<std::string> runs = gka_test::runnable_families();
+    const auto has = [&](const char *f) { return std::find(runs.begin(), runs.end(), f) != runs.end(); };
+    if (!has("avx512bf16") || !has("avx512")) {
+        gka_test::skip("needs a host that runs the avx512bf16 and avx512 families");
+        return;
+    }
+    REQUIRE(multiplies_in_bf16("avx512bf16"));
+    for (gka_window w : {causal, full, gka_window{255, 0}, gka_window{3, 7}}) {
+        for (int64_t D : {64, 128, 40}) {
+            INFO("window (" << w.left << ", " << w.right << "), D=" << D);
+            const Problem p = in_bf16(make_problem({2, 300, 2, D}, w, {0.7f, 2.5f}, 1.5, 30 + D));
+            std::vector<gka_test::Outputs> f32, bf16;
+            for (const char *family : {"avx512bf16", "avx512"}) {
+                REQUIRE(gka_set_cpu_family(family) == GKA_OK);
+                f32.push_back(gka_test::run_kernels(p));
+                bf16.push_back(run_bf16(p));
+            }
+            REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+            CHECK(f32[0].y == f32[1].y);
+            CHECK(f32[0].lse == f32[1].lse);
+            CHECK(f32[0].dx == f32[1].dx);
+            CHECK(f32[0].dsigma == f32[1].dsigma);
+            CHECK(bf16[0].lse == bf16[1].lse);
+        }
     }
 }
 
