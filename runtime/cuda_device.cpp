@@ -450,6 +450,18 @@ gka_status copy_rows(const char *call, float *to, int64_t to_pitch, const float 
     return GKA_OK;
 }
 
+// A varlen call's host checks (varlen.cpp's, cu_seqlens included), then the
+// driver; each sequence's call picks its family.
+gka_status prepare_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const gka_window &window,
+                          const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers) {
+    gka::internal::clear_error();
+    if (gka_status s = gka::internal::check_varlen(shape, cu_seqlens, window, sigma, pointers, false); s != GKA_OK) {
+        return s;
+    }
+    const char *family = nullptr;
+    return device_in_use(&family);
+}
+
 // Varlen (gka.h, gka_forward_varlen_cuda): each sequence a device call of its
 // own on views of the packed tensors, as on the host (varlen.cpp). A call's lse
 // is [H][length]: each sequence's is written to (or read from) scratch and
@@ -457,14 +469,11 @@ gka_status copy_rows(const char *call, float *to, int64_t to_pitch, const float 
 template <class T>
 gka_status forward_varlen(const char *call, gka_shape shape, const int64_t *cu_seqlens, gka_window window,
                           const T *x, const float *sigma, T *y, float *lse, void *stream) {
-    gka::internal::clear_error();
-    const char *family = nullptr;
-    if (gka_status s = gka::internal::check_varlen(shape, cu_seqlens, window, sigma,
-                                                   {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}}, false);
+    if (gka_status s =
+            prepare_varlen(shape, cu_seqlens, window, sigma, {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}});
         s != GKA_OK) {
         return s;
     }
-    if (gka_status s = device_in_use(&family); s != GKA_OK) return s;
     BoundContext bound(call);
     if (bound.status != GKA_OK) return bound.status;
     const int64_t total = shape.seq_len, heads = shape.heads, row = heads * shape.head_dim;
@@ -485,16 +494,12 @@ template <class T>
 gka_status backward_varlen(const char *call, gka_shape shape, const int64_t *cu_seqlens, gka_window window,
                            const T *x, const float *sigma, const T *y, const float *lse, const T *dy, T *dx,
                            float *dsigma, void *stream) {
-    gka::internal::clear_error();
-    const char *family = nullptr;
-    if (gka_status s = gka::internal::check_varlen(shape, cu_seqlens, window, sigma,
-                                                   {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"},
-                                                    {dx, "dx"}, {dsigma, "dsigma"}},
-                                                   false);
+    if (gka_status s = prepare_varlen(shape, cu_seqlens, window, sigma,
+                                      {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"}, {dx, "dx"},
+                                       {dsigma, "dsigma"}});
         s != GKA_OK) {
         return s;
     }
-    if (gka_status s = device_in_use(&family); s != GKA_OK) return s;
     BoundContext bound(call);
     if (bound.status != GKA_OK) return bound.status;
     const int64_t total = shape.seq_len, heads = shape.heads, row = heads * shape.head_dim;
