@@ -520,7 +520,8 @@ gka_status backward_varlen(const char *call, gka_shape shape, const int64_t *cu_
     if (status != GKA_OK) return status;
     std::vector<float> each(size_t(heads * ran));
     std::vector<double> sum(size_t(heads), 0.0);
-    CUresult r = each.empty() ? 0 : driver.cuMemcpyDtoHAsync(each.data(), parts.ptr, each.size() * sizeof(float), stream);
+    const size_t bytes = each.size() * sizeof(float);
+    CUresult r = each.empty() ? 0 : driver.cuMemcpyDtoHAsync(each.data(), parts.ptr, bytes, stream);
     if (r == 0) r = driver.cuStreamSynchronize(stream);
     if (r != 0) return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemcpyDtoHAsync", r));
     for (int64_t s = 0; s < ran; s++) {
