@@ -48,7 +48,7 @@ struct ForwardPipeline {
 // bf16_products (bfloat16 features): the value sum multiplies the weights
 // rounded to bfloat16 by the features, each product exact, summed in float
 // (as bfloat16 dot products do, two keys a step); every other product, the
-// scores and the row sums are float (GKA.md, "bfloat16").
+// scores and the row sums are float (README, "bfloat16").
 inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Expr head_dim, const Mask &mask,
                            int key_block, ScoreForm form, Func y, Func lse, Func spread, bool bf16_products = false) {
     const Vars &v = p.v;

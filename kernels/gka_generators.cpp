@@ -99,6 +99,11 @@ protected:
 
 class GkaForward : public GkaGenerator<GkaForward> {
 public:
+    // bfloat16 features: y's sum multiplies in bfloat16 (gka_forward.h); the
+    // build sets it where cmake/families.tsv's row says the target has
+    // bfloat16 dot products.
+    GeneratorParam<bool> bf16_products{"bf16_products", false};
+
     Input<Buffer<>> *x;                 // (d, h, t, b)
     Input<Buffer<>> *keys = nullptr;    // a chunk's (d, h, t, b)
     Input<Buffer<float, 1>> *sigma;     // (h)
@@ -129,9 +134,6 @@ public:
         const Expr key_len = chunk ? keys->dim(2).extent() : seq_len;
         const gka::Mask mask = chunk ? chunk_mask(*left, *right, seq_len, key_len, *shift, schedule.band())
                                      : gka::Mask(*left, *right, seq_len, schedule.band());
-        // bfloat16 products where the target has bfloat16 dot products (AVX-512 BF16).
-        const bool bf16_products = Type(element) == BFloat(16) && !chunk &&
-                                   get_target().has_feature(Target::AVX512_Zen4);
         gka::define_forward(p, *x, chunk ? Func(*keys) : Func(), *sigma, head_dim, mask, schedule.key_tile(), form, *y,
                             *lse, *spread, bf16_products);
         if (using_autoscheduler()) {

@@ -1,3 +1,4 @@
+#include <cpuid.h>
 #include <xmmintrin.h>
 
 #include "arch.h"
@@ -9,6 +10,12 @@ namespace {
 // flush; the low six bits are the sticky exception flags.
 constexpr uint64_t default_mode = 0x1f80, flush_to_zero = 0x8000, denormals_are_zero = 0x0040,
                    exception_flags = 0x003f;
+
+// Bit `bit` of ECX of CPUID leaf 7, subleaf 0 (the extended features).
+bool cpuid7_ecx(int bit) {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ecx >> bit & 1u);
+}
 
 }  // namespace
 
@@ -29,6 +36,10 @@ bool host_has(const std::string &feature) {
         {"avx512_vnni", bool(__builtin_cpu_supports("avx512vnni"))},
         {"avx512_bitalg", bool(__builtin_cpu_supports("avx512bitalg"))},
         {"avx512_bf16", bool(__builtin_cpu_supports("avx512bf16"))},
+        {"avx512_vpopcntdq", bool(__builtin_cpu_supports("avx512vpopcntdq"))},
+        {"gfni", bool(__builtin_cpu_supports("gfni"))},
+        {"vaes", cpuid7_ecx(9)},  // clang's __builtin_cpu_supports does not know "vaes"
+        {"vpclmulqdq", bool(__builtin_cpu_supports("vpclmulqdq"))},
     };
     for (const Feature &f : features)
         if (feature == f.name) return f.present;

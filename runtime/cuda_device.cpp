@@ -522,8 +522,9 @@ gka_status backward_varlen(const char *call, gka_shape shape, const int64_t *cu_
     std::vector<double> sum(size_t(heads), 0.0);
     const size_t bytes = each.size() * sizeof(float);
     CUresult r = each.empty() ? 0 : driver.cuMemcpyDtoHAsync(each.data(), parts.ptr, bytes, stream);
-    if (r == 0) r = driver.cuStreamSynchronize(stream);
-    if (r != 0) return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemcpyDtoHAsync", r));
+    const char *failed = "cuMemcpyDtoHAsync";
+    if (r == 0) r = driver.cuStreamSynchronize(stream), failed = "cuStreamSynchronize";
+    if (r != 0) return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message(failed, r));
     for (int64_t s = 0; s < ran; s++) {
         for (int64_t h = 0; h < heads; h++) sum[h] += each[s * heads + h];
     }

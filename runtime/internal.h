@@ -88,7 +88,6 @@ gka_status each_sequence(const gka_shape &shape, const int64_t *cu_seqlens, One 
     return ran(reported, 0, GKA_ERR_INTERNAL);
 }
 
-
 // The families' names, comma-separated ("avx512,avx2,generic"): what
 // gka_cpu_families() and gka_cuda_families() return.
 template <class Family>

@@ -55,18 +55,16 @@ gka_test::Report compare_bf16(const Problem &p, const gka_test::Outputs &out) {
 }
 
 // Whether `family`'s bfloat16 forward multiplies in bfloat16 (the value sum's
-// weights rounded: gka_forward.h, bf16_products): its target's bfloat16 dot
-// products, which the host feature avx512_bf16 names (cmake/families.tsv).
+// weights rounded: gka_forward.h, bf16_products): cmake/families.tsv's
+// bf16_products column, from which the build sets it.
 bool multiplies_in_bf16(const std::string &family) {
     std::ifstream table(GKA_FAMILIES_TABLE);
     REQUIRE(table.good());
     for (std::string line; std::getline(table, line);) {
+        std::vector<std::string> fields;
         std::istringstream row(line);
-        std::string name, target, host_features;
-        if (std::getline(row, name, '\t') && name == family && std::getline(row, target, '\t') &&
-            std::getline(row, host_features, '\t')) {
-            return (',' + host_features + ',').find(",avx512_bf16,") != std::string::npos;
-        }
+        for (std::string f; std::getline(row, f, '\t');) fields.push_back(f);
+        if (fields.size() == 5 && fields[0] == family) return fields[4] == "yes";
     }
     FAIL("family " << family << " is not in " << GKA_FAMILIES_TABLE);
     return false;
@@ -113,7 +111,8 @@ TEST_CASE("bf16: the float32 kernels' results of the same inputs, rounded once",
             const gka_test::Outputs f32 = gka_test::run_kernels(p), bf16 = run_bf16(p);
             // A family that multiplies in bfloat16 rounds the weights of y's
             // sum (the contract above judges its y); its row sums, so lse, are
-            // the float32 kernels' all the same.
+            // the float32 kernels' all the same, bit for bit: they run over the
+            // same keys as y's sum (a key dropped or added would show here).
             if (!multiplies_in_bf16(gka_cpu_family())) CHECK(bf16.y == gka_test::rounded_to_bf16(f32.y));
             CHECK(bf16.lse == f32.lse);
             // The backward's inputs differ (its y is the bf16 call's), so dx and
@@ -137,18 +136,32 @@ TEST_CASE("bf16: a family with bfloat16 products gives the other results of avx5
         for (int64_t D : {64, 128, 40}) {
             INFO("window (" << w.left << ", " << w.right << "), D=" << D);
             const Problem p = in_bf16(make_problem({2, 300, 2, D}, w, {0.7f, 2.5f}, 1.5, 30 + D));
-            std::vector<gka_test::Outputs> f32, bf16;
+            // The bfloat16 backward of both families takes avx512's y and lse.
+            REQUIRE(gka_set_cpu_family("avx512") == GKA_OK);
+            const std::vector<gka_bf16> x = to_bf16(p.x), dy = to_bf16(p.dy);
+            std::vector<gka_bf16> y(p.size());
+            std::vector<float> lse(p.rows());
+            REQUIRE(gka_forward_bf16(p.shape, p.window, x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
+            std::vector<gka_test::Outputs> f32;
+            std::vector<std::vector<gka_bf16>> dx;
+            std::vector<std::vector<float>> dsigma, bf16_lse;
             for (const char *family : {"avx512bf16", "avx512"}) {
                 REQUIRE(gka_set_cpu_family(family) == GKA_OK);
                 f32.push_back(gka_test::run_kernels(p));
-                bf16.push_back(run_bf16(p));
+                bf16_lse.push_back(run_bf16(p).lse);
+                dx.emplace_back(p.size());
+                dsigma.emplace_back(p.shape.heads);
+                REQUIRE(gka_backward_bf16(p.shape, p.window, x.data(), p.sigma.data(), y.data(), lse.data(), dy.data(),
+                                          dx.back().data(), dsigma.back().data()) == GKA_OK);
             }
             REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
             CHECK(f32[0].y == f32[1].y);
             CHECK(f32[0].lse == f32[1].lse);
             CHECK(f32[0].dx == f32[1].dx);
             CHECK(f32[0].dsigma == f32[1].dsigma);
-            CHECK(bf16[0].lse == bf16[1].lse);
+            CHECK(bf16_lse[0] == bf16_lse[1]);
+            CHECK(dx[0] == dx[1]);
+            CHECK(dsigma[0] == dsigma[1]);
         }
     }
 }

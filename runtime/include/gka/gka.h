@@ -227,7 +227,7 @@ GKA_API gka_status gka_set_num_threads(int threads);
  * included) is device memory of the CUDA context current on the calling thread
  * (device 0's primary context if none is), and the work is enqueued on
  * `stream` (a CUstream / cudaStream_t; NULL = the legacy default stream): the
- * call returns before the results are ready, and the caller synchronizes as
+ * call may return before the results are ready, and the caller synchronizes as
  * for its own kernels. Shapes, windows and pointers are validated as in the
  * host calls, before anything is enqueued; sigma's values are NOT checked (they
  * live on the device: a sigma <= 0 or non-finite gives non-finite outputs).
