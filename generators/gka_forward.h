@@ -70,6 +70,7 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
                                                   exp_nonpositive(p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);
 
     const Expr query = mask.token(v.band, v.offset);
+    Expr key;  // the window's key at the reduction's step
     p.bf16_products = bf16_products;
     if (bf16_products) {
         if (chunk || x.type() != Halide::BFloat(16) || key_block % 2 != 0) {
@@ -77,23 +78,22 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
                                         "key block");
         }
         Var pair("pair");
-        const Func raw = Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()},
-                                                                     {0, mask.seq_len}, {Expr(), Expr()}});
+        const Func raw = clamped(x, mask.seq_len);
         p.value_pairs(pair, v.d, v.h, v.j, v.b) = raw(v.d, v.h, 2 * v.j + pair, v.b);
         p.value_weight(pair, v.i, v.j, v.h, v.b) = Halide::cast(Halide::BFloat(16), p.weight(2 * v.j + pair, v.i, v.h, v.b));
         p.keys = mask.pair_window("k", key_block);
-        const Expr key_pair = mask.key_pair_in_window(p.keys, v.band), key = 2 * key_pair + p.keys.x;
+        const Expr key_pair = mask.key_pair_in_window(p.keys, v.band);
+        key = 2 * key_pair + p.keys.x;
         p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) +=
             Halide::cast<float>(p.value_weight(p.keys.x, query, key_pair, v.h, v.b)) *
             Halide::cast<float>(p.value_pairs(p.keys.x, v.d, v.h, key_pair, v.b));
-        p.row_sum(v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b);
     } else {
         p.keys = mask.window("k", key_block);
-        const Expr key = mask.key_in_window(p.keys, v.band);
+        key = mask.key_in_window(p.keys, v.band);
         p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) +=
             p.weight(key, query, v.h, v.b) * p.values(v.d, v.h, key, v.b);
-        p.row_sum(v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b);
     }
+    p.row_sum(v.offset, v.band, v.h, v.b) += p.weight(key, query, v.h, v.b);
 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
     const Expr others = p.row_sum(offset, band, v.h, v.b), sum = p.weighted_sum(v.d, offset, band, v.h, v.b);

@@ -258,6 +258,9 @@ inline Expr float_to_bfloat16(const Expr &value) {
 
 // Features read past the last token see the last token. Those values are never
 // summed (the mask excludes them), but tiles may then run past T unguarded.
+inline Func clamped(Func x, Expr seq_len) {
+    return Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
+}
 // Features of a narrower type (bfloat16) are widened to float, exactly: every
 // score, weight and sum is float whatever the tensors' element type.
 inline Func widened_features(Func x) {
@@ -266,10 +269,7 @@ inline Func widened_features(Func x) {
     widened(x.args()) = bfloat16_to_float(x(x.args()));
     return widened;
 }
-inline Func clamped_features(Func x, Expr seq_len) {
-    return widened_features(
-        Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}}));
-}
+inline Func clamped_features(Func x, Expr seq_len) { return widened_features(clamped(x, seq_len)); }
 
 // An output's value in its element type (float, or bfloat16 rounded to nearest even).
 inline Expr as_element_of(const Func &output, const Expr &value) {

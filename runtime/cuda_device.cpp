@@ -305,14 +305,11 @@ gka_status unwrapped(const char *call, std::initializer_list<const DeviceBuffer 
     return GKA_OK;
 }
 
+// The forward on `family`, its arguments checked (forward's, or varlen's for
+// every sequence at once).
 template <class T>
-gka_status forward(const char *call, gka_shape shape, gka_window window, const T *x, const float *sigma, T *y,
-                   float *lse, void *stream) {
-    const char *family = nullptr;
-    if (gka_status s = prepare(shape, window, sigma, {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}}, &family);
-        s != GKA_OK) {
-        return s;
-    }
+gka_status run_forward(const char *call, const char *family, gka_shape shape, gka_window window, const T *x,
+                       const float *sigma, T *y, float *lse, void *stream) {
     const int64_t D = shape.head_dim, H = shape.heads, T_ = shape.seq_len, B = shape.batch;
     DeviceBuffer xb(x, {D, H, T_, B}), sb(sigma, {H}), yb(y, {D, H, T_, B}), lb(lse, {T_, H, B});
     if (gka_status s = unwrapped(call, {&xb, &sb, &yb, &lb}); s != GKA_OK) return s;
@@ -329,16 +326,20 @@ gka_status forward(const char *call, gka_shape shape, gka_window window, const T
 }
 
 template <class T>
-gka_status backward(const char *call, gka_shape shape, gka_window window, const T *x, const float *sigma,
-                    const T *y, const float *lse, const T *dy, T *dx, float *dsigma, void *stream) {
+gka_status forward(const char *call, gka_shape shape, gka_window window, const T *x, const float *sigma, T *y,
+                   float *lse, void *stream) {
     const char *family = nullptr;
-    if (gka_status s = prepare(shape, window, sigma,
-                               {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"}, {dx, "dx"},
-                                {dsigma, "dsigma"}},
-                               &family);
+    if (gka_status s = prepare(shape, window, sigma, {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}}, &family);
         s != GKA_OK) {
         return s;
     }
+    return run_forward(call, family, shape, window, x, sigma, y, lse, stream);
+}
+
+template <class T>
+gka_status run_backward(const char *call, const char *family, gka_shape shape, gka_window window, const T *x,
+                        const float *sigma, const T *y, const float *lse, const T *dy, T *dx, float *dsigma,
+                        void *stream) {
     const int64_t D = shape.head_dim, H = shape.heads, T_ = shape.seq_len, B = shape.batch;
     DeviceBuffer xb(x, {D, H, T_, B}), sb(sigma, {H}), yb(y, {D, H, T_, B}), lb(lse, {T_, H, B}),
         dyb(dy, {D, H, T_, B}), dxb(dx, {D, H, T_, B}), dsb(dsigma, {H});
@@ -352,6 +353,20 @@ gka_status backward(const char *call, gka_shape shape, gka_window window, const 
                             &dsb.buf, spread.raw_buffer());
     spread.device_free(&context);
     return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+}
+
+template <class T>
+gka_status backward(const char *call, gka_shape shape, gka_window window, const T *x, const float *sigma,
+                    const T *y, const float *lse, const T *dy, T *dx, float *dsigma, void *stream) {
+    const char *family = nullptr;
+    if (gka_status s = prepare(shape, window, sigma,
+                               {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"}, {dx, "dx"},
+                                {dsigma, "dsigma"}},
+                               &family);
+        s != GKA_OK) {
+        return s;
+    }
+    return run_backward(call, family, shape, window, x, sigma, y, lse, dy, dx, dsigma, stream);
 }
 
 // `count` floats of device memory set to `value` on `stream`.
@@ -450,16 +465,16 @@ gka_status copy_rows(const char *call, float *to, int64_t to_pitch, const float 
     return GKA_OK;
 }
 
-// A varlen call's host checks (varlen.cpp's, cu_seqlens included), then the
-// driver; each sequence's call picks its family.
+// A varlen call's host checks (varlen.cpp's, cu_seqlens included: they cover
+// every sequence's), then the driver and the family.
 gka_status prepare_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const gka_window &window,
-                          const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers) {
+                          const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers,
+                          const char **family) {
     gka::internal::clear_error();
     if (gka_status s = gka::internal::check_varlen(shape, cu_seqlens, window, sigma, pointers, false); s != GKA_OK) {
         return s;
     }
-    const char *family = nullptr;
-    return device_in_use(&family);
+    return device_in_use(family);
 }
 
 // Varlen (gka.h, gka_forward_varlen_cuda): each sequence a device call of its
@@ -469,8 +484,9 @@ gka_status prepare_varlen(const gka_shape &shape, const int64_t *cu_seqlens, con
 template <class T>
 gka_status forward_varlen(const char *call, gka_shape shape, const int64_t *cu_seqlens, gka_window window,
                           const T *x, const float *sigma, T *y, float *lse, void *stream) {
-    if (gka_status s =
-            prepare_varlen(shape, cu_seqlens, window, sigma, {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}});
+    const char *family = nullptr;
+    if (gka_status s = prepare_varlen(shape, cu_seqlens, window, sigma,
+                                      {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}}, &family);
         s != GKA_OK) {
         return s;
     }
@@ -481,7 +497,7 @@ gka_status forward_varlen(const char *call, gka_shape shape, const int64_t *cu_s
     if (rows.status != GKA_OK) return rows.status;
     return gka::internal::each_sequence(shape, cu_seqlens, [&](gka_shape one, int64_t first) {
         float *own = rows.at(heads * first);
-        gka_status s = forward(call, one, window, x + first * row, sigma, y + first * row, own, stream);
+        gka_status s = run_forward(call, family, one, window, x + first * row, sigma, y + first * row, own, stream);
         if (s == GKA_OK) s = copy_rows(call, lse + first, total, own, one.seq_len, one.seq_len, heads, stream);
         return s;
     });
@@ -494,9 +510,11 @@ template <class T>
 gka_status backward_varlen(const char *call, gka_shape shape, const int64_t *cu_seqlens, gka_window window,
                            const T *x, const float *sigma, const T *y, const float *lse, const T *dy, T *dx,
                            float *dsigma, void *stream) {
+    const char *family = nullptr;
     if (gka_status s = prepare_varlen(shape, cu_seqlens, window, sigma,
                                       {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"}, {dx, "dx"},
-                                       {dsigma, "dsigma"}});
+                                       {dsigma, "dsigma"}},
+                                      &family);
         s != GKA_OK) {
         return s;
     }
@@ -512,8 +530,8 @@ gka_status backward_varlen(const char *call, gka_shape shape, const int64_t *cu_
         const int64_t at = first * row;
         gka_status s = copy_rows(call, own, one.seq_len, lse + first, total, one.seq_len, heads, stream);
         if (s == GKA_OK) {
-            s = backward(call, one, window, x + at, sigma, y + at, own, dy + at, dx + at, parts.at(heads * ran++),
-                         stream);
+            s = run_backward(call, family, one, window, x + at, sigma, y + at, own, dy + at, dx + at,
+                             parts.at(heads * ran++), stream);
         }
         return s;
     });

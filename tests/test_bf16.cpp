@@ -126,12 +126,14 @@ TEST_CASE("bf16: the float32 kernels' results of the same inputs, rounded once",
 // does, bit for bit, where the host runs both.
 TEST_CASE("bf16: a family with bfloat16 products gives the other results of avx512, bit for bit", "[bf16]") {
     const std::vector<std::string> runs = gka_test::runnable_families();
-    const auto has = [&](const char *f) { return std::find(runs.begin(), runs.end(), f) != runs.end(); };
-    if (!has("avx512bf16") || !has("avx512")) {
-        gka_test::skip("needs a host that runs the avx512bf16 and avx512 families");
+    std::string family;
+    for (const std::string &f : runs)
+        if (multiplies_in_bf16(f)) family = f;
+    if (family.empty() || std::find(runs.begin(), runs.end(), "avx512") == runs.end()) {
+        gka_test::skip("needs a host that runs avx512 and a family with bfloat16 products");
         return;
     }
-    REQUIRE(multiplies_in_bf16("avx512bf16"));
+    INFO(family << " against avx512");
     for (gka_window w : {causal, full, gka_window{255, 0}, gka_window{3, 7}}) {
         for (int64_t D : {64, 128, 40}) {
             INFO("window (" << w.left << ", " << w.right << "), D=" << D);
@@ -145,8 +147,8 @@ TEST_CASE("bf16: a family with bfloat16 products gives the other results of avx5
             std::vector<gka_test::Outputs> f32;
             std::vector<std::vector<gka_bf16>> dx;
             std::vector<std::vector<float>> dsigma, bf16_lse;
-            for (const char *family : {"avx512bf16", "avx512"}) {
-                REQUIRE(gka_set_cpu_family(family) == GKA_OK);
+            for (const std::string &run : {family, std::string("avx512")}) {
+                REQUIRE(gka_set_cpu_family(run.c_str()) == GKA_OK);
                 f32.push_back(gka_test::run_kernels(p));
                 bf16_lse.push_back(run_bf16(p).lse);
                 dx.emplace_back(p.size());
