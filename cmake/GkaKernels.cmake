@@ -44,6 +44,31 @@ foreach (row IN LISTS family_rows)
         message(FATAL_ERROR "cmake/families.tsv: kind must be cpu or cuda: '${row}'")
     endif ()
 endforeach ()
+# GKA_ONLY_HOST_FAMILIES: compile only the CPU families this machine runs, by
+# /proc/cpuinfo's flags (the sanitizer builds: their kernels serve this
+# machine's tests alone, and a family it cannot run would be minutes of
+# generation for tests that skip).
+option(GKA_ONLY_HOST_FAMILIES "Compile only the CPU families whose host features this machine has" OFF)
+if (GKA_ONLY_HOST_FAMILIES)
+    file(STRINGS /proc/cpuinfo flag_lines REGEX "^flags" LIMIT_COUNT 1)
+    string(REGEX REPLACE "^flags[ \t]*:[ ]*" "" host_flags "${flag_lines}")
+    string(REPLACE " " ";" host_flags "${host_flags}")
+    set(host_families "")
+    foreach (family IN LISTS GKA_FAMILIES)
+        string(REPLACE "," ";" needs "${GKA_HOST_FEATURES_${family}}")
+        set(runs TRUE)
+        foreach (feature IN LISTS needs)
+            if (NOT feature IN_LIST host_flags)
+                set(runs FALSE)
+            endif ()
+        endforeach ()
+        if (runs)
+            list(APPEND host_families ${family})
+        endif ()
+    endforeach ()
+    message(STATUS "GKA_ONLY_HOST_FAMILIES: ${host_families} (of ${GKA_FAMILIES})")
+    set(GKA_FAMILIES ${host_families})
+endif ()
 # Halide target features added to every kernel's and the runtime's target
 # ("asan" in the ASan build).
 set(GKA_KERNEL_FEATURES "" CACHE STRING "Halide target features added to every kernel's target, '-'-separated")
