@@ -41,13 +41,17 @@ struct Tokens {
 // bfloat16 features' (judged against the reference of the same bfloat16
 // inputs). The bfloat16 ones are the published contract (README, "Accuracy"),
 // which leaves room for kernels that multiply in bfloat16; today's round only
-// y and dx, once, so test_bf16.cpp also checks them bit for bit against float32.
+// y and dx, once, so test_bf16.cpp also checks them bit for bit against float32
+// (on the families without bfloat16 products).
 struct Bounds {
     double y, lse, gradient;  // gradient: dx and dsigma
 };
 constexpr Bounds float32_bounds{2e-4, 2e-4, 2e-3}, bfloat16_bounds{1e-2, 2e-3, 2e-2};
 
-Report compare(const gka_ref::Problem &p, const Outputs &out, Tokens judged = {}, Bounds bounds = float32_bounds);
+// `against`: judge out's distance from other outputs (another kernel's) instead
+// of from the reference, by the same metric (the reference's magnitudes).
+Report compare(const gka_ref::Problem &p, const Outputs &out, Tokens judged = {}, Bounds bounds = float32_bounds,
+               const Outputs *against = nullptr);
 
 // The contract's bound on long rows: y's error relative to the largest |y| of
 // its row, worst over 32 sampled rows, for one head with the full window (the
