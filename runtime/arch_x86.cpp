@@ -11,14 +11,14 @@ namespace {
 constexpr uint64_t default_mode = 0x1f80, flush_to_zero = 0x8000, denormals_are_zero = 0x0040,
                    exception_flags = 0x003f;
 
-// CPUID's feature bits that __builtin_cpu_supports does not know (in GCC or
-// clang, or in both): register `reg` (0 eax .. 3 edx) of leaf `leaf`, subleaf
-// `sub`, bit `bit`.
+// CPUID's feature bits that __builtin_cpu_supports does not know (clang's
+// lacks vaes, both lack sse4a): register `reg` (0 eax .. 3 edx) of leaf
+// `leaf`, subleaf `sub`, bit `bit`.
 bool cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit) {
     unsigned r[4] = {};
     return __get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3]) && (r[reg] >> bit & 1u);
 }
-constexpr int eax = 0, ecx = 2, edx = 3;
+constexpr int ecx = 2;
 
 }  // namespace
 
@@ -44,11 +44,6 @@ bool host_has(const std::string &feature) {
         {"vaes", cpuid_bit(7, 0, ecx, 9)},
         {"vpclmulqdq", bool(__builtin_cpu_supports("vpclmulqdq"))},
         {"sse4a", cpuid_bit(0x80000001, 0, ecx, 6)},
-        {"avx512_fp16", cpuid_bit(7, 0, edx, 23)},
-        {"avx_vnni", cpuid_bit(7, 1, eax, 4)},
-        {"amx_bf16", cpuid_bit(7, 0, edx, 22)},
-        {"amx_tile", cpuid_bit(7, 0, edx, 24)},
-        {"amx_int8", cpuid_bit(7, 0, edx, 25)},
     };
     for (const Feature &f : features)
         if (feature == f.name) return f.present;

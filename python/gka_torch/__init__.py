@@ -37,8 +37,8 @@ def has_cuda():
 
 
 def cpu_family():
-    """The CPU family libgka's kernels run on here: on x86 "sapphirerapids", "zen4", "avx512",
-    "avx2" or "generic" (gka_cpu_families())."""
+    """The CPU family libgka's kernels run on here: on x86 "zen4", "avx512", "avx2"
+    or "generic" (gka_cpu_families())."""
     return _LIB.gka_cpu_family().decode()
 
 

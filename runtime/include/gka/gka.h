@@ -71,7 +71,7 @@ GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float 
  * and compute every score, weight and sum in float32, then round y and dx to
  * nearest even: the float32 results of the same bfloat16 inputs, rounded once
  * (README, "Accuracy"). One exception: on a family with bfloat16 dot products
- * ("sapphirerapids", "zen4"), the forward rounds the weights of y's sum to bfloat16 and
+ * ("zen4"), the forward rounds the weights of y's sum to bfloat16 and
  * multiplies them by the features in bfloat16 (each product exact, summed in
  * float32), as FlashAttention does; lse is unchanged. gka_last_kernel() names
  * them with "_bf16". */
@@ -174,8 +174,7 @@ GKA_API gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_wind
 GKA_API const char *gka_last_error(void);
 
 /* CPU target families compiled into the library, best first (gka_cpu_families;
- * on x86 "sapphirerapids", "zen4", "avx512", "avx2", "generic":
- * cmake/families.tsv). The family that
+ * on x86 "zen4", "avx512", "avx2", "generic": cmake/families.tsv). The family that
  * runs is the best one the host supports, unless GKA_CPU_TARGET (environment,
  * read once) or gka_set_cpu_family() forces one.
  * Forcing a family the host cannot run is an error, never a silent fallback.
@@ -184,7 +183,7 @@ GKA_API const char *gka_last_error(void);
 GKA_API const char *gka_cpu_family(void);
 GKA_API gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
 GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
-GKA_API const char *gka_cpu_families(void); /* those compiled in, best first: "sapphirerapids,zen4,avx512,avx2,generic" */
+GKA_API const char *gka_cpu_families(void); /* those compiled in, best first: "zen4,avx512,avx2,generic" */
 
 /* How the CPU kernels form |x_i - x_j|^2. "auto" (the default): the fast
  * expansion |c_i|^2 + |c_j|^2 - 2 c_i.c_j over features centred per (batch,
@@ -202,7 +201,7 @@ GKA_API gka_status gka_set_score_form(const char *form); /* NULL or "" = "auto" 
 GKA_API const char *gka_score_form(void);
 
 /* The kernel variant that `pass` runs for this shape and window on `family`
- * ("sapphirerapids", "zen4", "avx512", "avx2", "generic", or a CUDA family: "cuda86", "cuda"): "forward" or "backward" name the
+ * ("zen4", "avx512", "avx2", "generic", or a CUDA family: "cuda86", "cuda"): "forward" or "backward" name the
  * expansion's variant (what "auto" runs first), "forward_direct" or
  * "backward_direct" the direct form's (on a CUDA family, all four name the
  * direct form's variant, the only one it has); "forward_bf16",
