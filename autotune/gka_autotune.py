@@ -201,7 +201,11 @@ def knobs_that_run(family, kernel, head_dim, window, seq_len):
     """The knobs libgka's kernel for this shape was built with: the narrowest
     containing row's (runtime/kernel_variants.h), "" (the defaults) without one."""
     kind = window_kind(*WINDOWS[window], seq_len)
-    rows = [r for r in table_rows() if r["family"] == family and r["kernel"] == "gka_" + kernel
+    rows = table_rows()
+    # A family without rows of its own takes its knobs_from family's (cmake/families.tsv), as the build does.
+    if not any(r["family"] == family for r in rows):
+        family = next((f["knobs_from"] for f in families() if f["family"] == family and f["knobs_from"] != "-"), family)
+    rows = [r for r in rows if r["family"] == family and r["kernel"] == "gka_" + kernel
             and contains(r, head_dim, kind, seq_len)]
     return max(rows, key=narrowness)["knobs"] if rows else ""
 

@@ -18,15 +18,19 @@ list(POP_FRONT family_rows)  # the header
 foreach (row IN LISTS family_rows)
     string(REPLACE "\t" ";" fields "${row}")
     list(LENGTH fields n)
-    if (NOT n EQUAL 5)
-        message(FATAL_ERROR
-                "cmake/families.tsv: a row needs family, halide_target, host_features, kind, bf16_products: '${row}'")
+    if (NOT n EQUAL 6)
+        message(FATAL_ERROR "cmake/families.tsv: a row needs family, halide_target, host_features, kind, "
+                            "bf16_products, knobs_from: '${row}'")
     endif ()
     list(GET fields 0 family)
     list(GET fields 1 GKA_TARGET_${family})
     list(GET fields 2 GKA_HOST_FEATURES_${family})
     list(GET fields 3 kind)
     list(GET fields 4 GKA_BF16_PRODUCTS_${family})
+    list(GET fields 5 knobs_from)
+    if (NOT knobs_from STREQUAL "-")
+        list(APPEND GKA_KNOBS_TAKERS_${knobs_from} ${family})  # families.tsv's knobs_from
+    endif ()
     if (NOT GKA_BF16_PRODUCTS_${family} MATCHES "^(yes|no)$")
         message(FATAL_ERROR "cmake/families.tsv: bf16_products must be yes or no: '${row}'")
     endif ()
@@ -86,9 +90,16 @@ set(GKA_HEAD_DIMS 64 128 any)
 # "any any" sets the knobs of the (family, kernel, head dim) variant:
 # GKA_TUNED_<family>_<kernel>_<head_dim>. A row for a narrower class (a window
 # kind, a sequence-length range) adds a variant of its own, listed in
-# GKA_CLASSES_<family>_<kernel>_<head_dim> as "window|seq_len|knobs".
+# GKA_CLASSES_<family>_<kernel>_<head_dim> as "window|seq_len|knobs". A
+# family's rows also serve the families that take its knobs (families.tsv,
+# knobs_from) and have no rows of their own.
 file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv tuned_rows REGEX "^[^#]")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv)
+set(tuned_families "")
+foreach (row IN LISTS tuned_rows)
+    string(REGEX MATCH "^[^\t]*" family "${row}")
+    list(APPEND tuned_families ${family})
+endforeach ()
 foreach (row IN LISTS tuned_rows)
     string(REPLACE "\t" ";" fields "${row}")
     list(LENGTH fields n)
@@ -104,11 +115,19 @@ foreach (row IN LISTS tuned_rows)
     if (NOT window MATCHES "^(any|global|sliding)$" OR NOT seq_len MATCHES "^(any|[0-9]+-[0-9]*)$")
         message(FATAL_ERROR "schedules/tuned.tsv: window must be any|global|sliding and seq_len any|lo-|lo-hi: '${row}'")
     endif ()
-    if (window STREQUAL "any" AND seq_len STREQUAL "any")
-        set(GKA_TUNED_${family}_${kernel}_${head_dim} "${knobs}")
-    else ()
-        list(APPEND GKA_CLASSES_${family}_${kernel}_${head_dim} "${window}|${seq_len}|${knobs}")
-    endif ()
+    set(served ${family})
+    foreach (taker IN LISTS GKA_KNOBS_TAKERS_${family})
+        if (NOT taker IN_LIST tuned_families)
+            list(APPEND served ${taker})
+        endif ()
+    endforeach ()
+    foreach (f IN LISTS served)
+        if (window STREQUAL "any" AND seq_len STREQUAL "any")
+            set(GKA_TUNED_${f}_${kernel}_${head_dim} "${knobs}")
+        else ()
+            list(APPEND GKA_CLASSES_${f}_${kernel}_${head_dim} "${window}|${seq_len}|${knobs}")
+        endif ()
+    endforeach ()
 endforeach ()
 
 # A build that links the kernels another build folder generated (the TSan

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace gka_test {
 
@@ -62,6 +64,35 @@ void for_each_family(const std::function<void()> &body) {
         body();
     }
     REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+}
+
+std::vector<FamilyRow> families_table() {
+    std::ifstream table(GKA_FAMILIES_TABLE);
+    REQUIRE(table.good());
+    std::vector<std::string> header;
+    std::vector<FamilyRow> rows;
+    for (std::string line; std::getline(table, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        std::vector<std::string> fields;
+        std::istringstream in(line);
+        for (std::string f; std::getline(in, f, '\t');) fields.push_back(f);
+        if (header.empty()) {
+            header = fields;
+            continue;
+        }
+        REQUIRE(fields.size() == header.size());
+        FamilyRow row;
+        for (size_t k = 0; k < fields.size(); k++) row[header[k]] = fields[k];
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+FamilyRow family_row(const std::string &family) {
+    for (const FamilyRow &row : families_table())
+        if (row.at("family") == family) return row;
+    FAIL("family " << family << " is not in " << GKA_FAMILIES_TABLE);
+    return {};
 }
 
 void skip(const std::string &reason) {

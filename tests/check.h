@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,12 @@ std::vector<std::string> runnable_families();
 void for_each_family_and_form(const std::function<void()> &body);
 // Runs `body` once per runnable family, forcing each; restores the default after.
 void for_each_family(const std::function<void()> &body);
+
+// cmake/families.tsv's rows (every architecture's), each field by its header's
+// column name; `family(name)`: one row, which must be there.
+using FamilyRow = std::map<std::string, std::string>;
+std::vector<FamilyRow> families_table();
+FamilyRow family_row(const std::string &family);
 
 // Reports the running test case Skipped, with its reason, instead of Passed
 // (Catch2 v2 has no skip): under CTest, which sets GKA_SKIP_EXIT for every

@@ -58,16 +58,7 @@ gka_test::Report compare_bf16(const Problem &p, const gka_test::Outputs &out) {
 // weights rounded: gka_forward.h, bf16_products): cmake/families.tsv's
 // bf16_products column, from which the build sets it.
 bool multiplies_in_bf16(const std::string &family) {
-    std::ifstream table(GKA_FAMILIES_TABLE);
-    REQUIRE(table.good());
-    for (std::string line; std::getline(table, line);) {
-        std::vector<std::string> fields;
-        std::istringstream row(line);
-        for (std::string f; std::getline(row, f, '\t');) fields.push_back(f);
-        if (fields.size() == 5 && fields[0] == family) return fields[4] == "yes";
-    }
-    FAIL("family " << family << " is not in " << GKA_FAMILIES_TABLE);
-    return false;
+    return gka_test::family_row(family).at("bf16_products") == "yes";
 }
 
 void check_bf16(const Problem &p) {

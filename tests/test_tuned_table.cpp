@@ -48,6 +48,16 @@ std::vector<Row> read_table() {
         for (std::string &field : f) REQUIRE(std::getline(in, field, '\t'));
         rows.push_back({f[0], f[1], parse_class(f[2], f[3], f[4]), f[5] == "defaults" ? "" : f[5]});
     }
+    // A family without rows of its own takes its knobs_from family's, as the
+    // build does (cmake/families.tsv).
+    const std::vector<Row> own = rows;
+    for (const gka_test::FamilyRow &family : gka_test::families_table()) {
+        const std::string &from = family.at("knobs_from"), &name = family.at("family");
+        const auto has_rows = [&](const Row &r) { return r.family == name; };
+        if (from == "-" || std::any_of(own.begin(), own.end(), has_rows)) continue;
+        for (const Row &r : own)
+            if (r.family == from) rows.push_back({name, r.kernel, r.shape, r.knobs});
+    }
     return rows;
 }
 

@@ -443,11 +443,11 @@ TEST_CASE("cuda: randomized, the contract over every regime", "[cuda][accuracy][
 // The CUDA families of cmake/families.tsv, best first, with their compute capabilities.
 std::vector<std::pair<std::string, int>> table_cuda_families() {
     std::vector<std::pair<std::string, int>> families;
-    std::ifstream table(GKA_FAMILIES_TABLE);
-    const std::regex row(R"(^(\w+)\t\S*cuda_capability_(\d+)\S*\t\S+\tcuda$)");
+    const std::regex capability(R"(cuda_capability_(\d+))");
     std::smatch m;
-    for (std::string line; std::getline(table, line);)
-        if (std::regex_match(line, m, row)) families.emplace_back(m[1], std::stoi(m[2]));
+    for (const gka_test::FamilyRow &row : gka_test::families_table())
+        if (row.at("kind") == "cuda" && std::regex_search(row.at("halide_target"), m, capability))
+            families.emplace_back(row.at("family"), std::stoi(m[1]));
     return families;
 }
 
