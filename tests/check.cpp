@@ -66,7 +66,9 @@ void for_each_family(const std::function<void()> &body) {
     REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
 }
 
-std::vector<FamilyRow> families_table() {
+namespace {
+
+std::vector<FamilyRow> read_families_table() {
     std::ifstream table(GKA_FAMILIES_TABLE);
     REQUIRE(table.good());
     std::vector<std::string> header;
@@ -85,6 +87,14 @@ std::vector<FamilyRow> families_table() {
         for (size_t k = 0; k < fields.size(); k++) row[header[k]] = fields[k];
         rows.push_back(row);
     }
+    return rows;
+}
+
+}  // namespace
+
+// Read once: the per-family tests ask for rows once a problem.
+const std::vector<FamilyRow> &families_table() {
+    static const std::vector<FamilyRow> rows = read_families_table();
     return rows;
 }
 

@@ -31,9 +31,9 @@ void for_each_family_and_form(const std::function<void()> &body);
 void for_each_family(const std::function<void()> &body);
 
 // cmake/families.tsv's rows (every architecture's), each field by its header's
-// column name; `family(name)`: one row, which must be there.
+// column name, read once; family_row(name): one row, which must be there.
 using FamilyRow = std::map<std::string, std::string>;
-std::vector<FamilyRow> families_table();
+const std::vector<FamilyRow> &families_table();
 FamilyRow family_row(const std::string &family);
 
 // Reports the running test case Skipped, with its reason, instead of Passed
