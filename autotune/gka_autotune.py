@@ -462,7 +462,7 @@ def main():
             if b["confirmed"] > 1.02:
                 write_table(args, dict(b, speedup=b["confirmed"]))
             else:
-                print("autotune: the default stays (no candidate beat it in all its runs)")
+                print("autotune: the default stays (no candidate beat it by 2% in all its runs)")
                 write_table(args, None)
 
 
