@@ -1,0 +1,108 @@
+// Two builds of libgka timed against each other in one process: each round
+// calls one library's gka_forward and gka_backward, then the other's (the
+// order alternating by round), on the standard shapes (B=1 H=8 T=4096, causal
+// and (255, 0), D 64 and 128), and prints each side's median and their ratio.
+// The libraries are loaded with RTLD_DEEPBIND, so that each calls its own
+// kernels and runtime. Interleaving cancels the drift of a shared machine,
+// which separate benchmark runs do not (README, "Accuracy": the budget
+// against a3dc9e4 is measured this way).
+//
+//     gka_ab OLD/libgka.so NEW/libgka.so [rounds] [cpu family]
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "gka/gka.h"
+
+namespace {
+
+using Forward = decltype(&gka_forward);
+using Backward = decltype(&gka_backward);
+
+struct Library {
+    Forward forward;
+    Backward backward;
+};
+
+Library load(const char *path, const char *family) {
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!handle) {
+        std::fprintf(stderr, "gka_ab: %s\n", dlerror());
+        std::exit(1);
+    }
+    auto set_family = reinterpret_cast<decltype(&gka_set_cpu_family)>(dlsym(handle, "gka_set_cpu_family"));
+    if (!set_family || set_family(family) != GKA_OK) {
+        std::fprintf(stderr, "gka_ab: %s cannot run family %s\n", path, family);
+        std::exit(1);
+    }
+    return {reinterpret_cast<Forward>(dlsym(handle, "gka_forward")),
+            reinterpret_cast<Backward>(dlsym(handle, "gka_backward"))};
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        std::fprintf(stderr, "usage: %s OLD/libgka.so NEW/libgka.so [rounds] [cpu family]\n", argv[0]);
+        return 2;
+    }
+    const int rounds = argc > 3 ? std::atoi(argv[3]) : 11;
+    const char *family = argc > 4 ? argv[4] : "avx512";
+    const Library libraries[2] = {load(argv[1], family), load(argv[2], family)};
+    struct Case {
+        int64_t head_dim;
+        gka_window window;
+        const char *name;
+    };
+    const Case cases[] = {{64, {-1, 0}, "causal D=64"},
+                          {128, {-1, 0}, "causal D=128"},
+                          {64, {255, 0}, "(255, 0) D=64"},
+                          {128, {255, 0}, "(255, 0) D=128"}};
+    std::printf("%d rounds (the first dropped), family %s; time new / old\n", rounds, family);
+    for (const Case &c : cases) {
+        const gka_shape shape{1, 4096, 8, c.head_dim};
+        const size_t n = size_t(shape.seq_len * shape.heads * shape.head_dim);
+        std::mt19937 rng(1);
+        std::normal_distribution<float> normal(0.0f, 0.35f);  // gka_bench's smooth scale
+        std::vector<float> x(n), y(n), dy(n), dx(n), lse(size_t(shape.seq_len * shape.heads));
+        std::vector<float> sigma(size_t(shape.heads), 1.0f), dsigma(size_t(shape.heads));
+        for (float &v : x) v = normal(rng);
+        for (float &v : dy) v = normal(rng);
+        std::vector<double> ms[2][2];  // [library][forward, backward]
+        for (int round = 0; round < rounds; round++) {
+            for (int k = 0; k < 2; k++) {
+                const int which = round % 2 ? 1 - k : k;
+                const Library &lib = libraries[which];
+                const auto t0 = std::chrono::steady_clock::now();
+                const gka_status forward =
+                    lib.forward(shape, c.window, x.data(), sigma.data(), y.data(), lse.data());
+                const auto t1 = std::chrono::steady_clock::now();
+                const gka_status backward = lib.backward(shape, c.window, x.data(), sigma.data(), y.data(),
+                                                         lse.data(), dy.data(), dx.data(), dsigma.data());
+                const auto t2 = std::chrono::steady_clock::now();
+                if (forward != GKA_OK || backward != GKA_OK) {
+                    std::fprintf(stderr, "gka_ab: %s failed on %s\n", argv[1 + which], c.name);
+                    return 1;
+                }
+                if (round == 0) continue;  // warm-up: first touches, thread pool start
+                ms[which][0].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+                ms[which][1].push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+            }
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            const double old_ms = median(ms[0][pass]), new_ms = median(ms[1][pass]);
+            std::printf("%-15s %-8s old %8.2f ms  new %8.2f ms  new/old %.3f\n", c.name, pass ? "backward" : "forward",
+                        old_ms, new_ms, new_ms / old_ms);
+        }
+    }
+}
