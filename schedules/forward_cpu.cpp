@@ -176,14 +176,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
         head_major(p.values, vec);
     }
     if (p.form == ScoreForm::Expansion) {
-        const std::vector<Var> a = p.scores.key_features.args();  // (d, h, t, b)
-        // A constant size: without it bounds inference sizes each block's
-        // copy at run time, and it is malloc'ed and freed once per block.
-        p.scores.key_features.compute_at(p.weighted_sum, sum.block)
-            .bound_storage(a[2], kt)
-            .reorder_storage(a[0], a[2], a[1], a[3])
-            .reorder(a[0], a[2], a[1], a[3])
-            .vectorize(a[0], vec, TailStrategy::GuardWithIf);
+        head_major_block(p.scores.key_features, LoopLevel(p.weighted_sum, sum.block), kt, vec);
     }
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);

@@ -25,17 +25,28 @@ void transposed_block_copy(Func f, const std::vector<Func> &consumers, const Loo
         .bound_storage(a[2], (block + vec - 1) / vec * vec);
 }
 
+namespace {
+
+// A token's d contiguous, then the tokens of a head: (d, t, h, b), vectorized over d.
+Func &head_major_layout(Func &f, int vec) {
+    const std::vector<Var> a = f.args();  // (d, h, t, b)
+    return f.reorder_storage(a[0], a[2], a[1], a[3])
+        .reorder(a[0], a[2], a[1], a[3])
+        .vectorize(a[0], vec, TailStrategy::GuardWithIf);
+}
+
+}  // namespace
+
 Func head_major(Func f, int vec) {
     Func copy = f.in();
-    std::vector<Var> a = copy.args();  // (d, h, t, b)
+    const std::vector<Var> a = copy.args();  // (d, h, t, b)
     Var hb("hb");
-    copy.compute_root()
-        .reorder_storage(a[0], a[2], a[1], a[3])
-        .reorder(a[0], a[2], a[1], a[3])
-        .vectorize(a[0], vec, TailStrategy::GuardWithIf)
-        .fuse(a[1], a[3], hb)
-        .parallel(hb);
+    head_major_layout(copy.compute_root(), vec).fuse(a[1], a[3], hb).parallel(hb);
     return copy;
+}
+
+void head_major_block(Func f, const LoopLevel &at, int tokens, int vec) {
+    head_major_layout(f.compute_at(at).bound_storage(f.args()[2], tokens), vec);
 }
 
 void schedule_centre(Centre c, const Vars &v, int vec) {

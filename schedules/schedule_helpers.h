@@ -21,6 +21,10 @@ void transposed_block_copy(Halide::Func f, const std::vector<Halide::Func> &cons
 // same few cache sets, and the per-block copies that worked around it missed L1.
 // (Causal forward, interleaved A/B: D=64 -10% time, D=128 -30%.)
 Halide::Func head_major(Halide::Func f, int vec);
+// `f` itself (d, h, t, b), computed at `at` for a block of `tokens` tokens and
+// laid out as head_major's copy; of a constant size, so that it is not sized at
+// run time and malloc'ed and freed once per block.
+void head_major_block(Halide::Func f, const Halide::LoopLevel &at, int tokens, int vec);
 
 // The features' centre (d, h, b), computed once at root: a few tokens a head.
 void schedule_centre(Centre c, const Vars &v, int vec);
