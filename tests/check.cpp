@@ -1,8 +1,6 @@
 #include "check.h"
 
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -103,15 +101,6 @@ FamilyRow family_row(const std::string &family) {
         if (row.at("family") == family) return row;
     FAIL("family " << family << " is not in " << GKA_FAMILIES_TABLE);
     return {};
-}
-
-void skip(const std::string &reason) {
-    if (const char *code = std::getenv("GKA_SKIP_EXIT")) {
-        std::printf("SKIP: %s\n", reason.c_str());
-        std::fflush(stdout);
-        std::_Exit(std::atoi(code));
-    }
-    WARN("SKIP: " << reason);
 }
 
 }  // namespace gka_test

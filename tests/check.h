@@ -9,6 +9,7 @@
 
 #include "contract.h"
 #include "families.h"
+#include "skip.h"
 
 namespace gka_test {
 
@@ -35,12 +36,5 @@ void for_each_family(const std::function<void()> &body);
 using FamilyRow = std::map<std::string, std::string>;
 const std::vector<FamilyRow> &families_table();
 FamilyRow family_row(const std::string &family);
-
-// Reports the running test case Skipped, with its reason, instead of Passed
-// (Catch2 v2 has no skip): under CTest, which sets GKA_SKIP_EXIT for every
-// Catch2 test (tests/CMakeLists.txt), it prints "SKIP: reason" and exits with
-// that code, CTest's SKIP_RETURN_CODE; run by hand, it warns. The caller
-// returns after it.
-void skip(const std::string &reason);
 
 }  // namespace gka_test

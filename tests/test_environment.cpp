@@ -67,3 +67,10 @@ TEST_CASE("a family forced from the environment that the host lacks fails every 
     CHECK(y == 7);
     CHECK(lse == 7);
 }
+
+// A case that fails a check and then skips fails (tests/skip.h): CTest runs
+// this one expecting its failure, so a skip can never hide a failed check.
+TEST_CASE("a skip after a failed check still fails", "[skip-after-failure]") {
+    CHECK(gka_cpu_family() == nullptr);  // fails: the family is never null
+    gka_test::skip("after a failed check");
+}
