@@ -146,13 +146,13 @@ function(gka_import_kernel name)
 endfunction()
 
 # gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
-# [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults] [SCORES expansion|direct]
+# [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults] [SCORES expansion|origin|direct]
 # [ELEMENT float32|bfloat16] [CHUNK]) defines the static library
 # <kernel>_<family>_d<head_dim> (or _any; <kernel>_chunk_... for the CHUNK
-# variant, a chunk's pass: gka.h, gka_forward_chunk), with a suffix for a narrower shape
-# class (_sliding, _t1_2048), for bfloat16 features (_bf16) and for the direct
-# score form (_direct), whose function has the same name, with its STMT and
-# assembly beside it for review. It appends the variant to
+# variant, a chunk's pass: gka.h, gka_forward_chunk), with a suffix for a
+# narrower shape class (_sliding, _t1_2048), for bfloat16 features (_bf16) and
+# for the origin and direct score forms (_origin, _direct), whose function has
+# the same name, with its STMT and assembly beside it for review. It appends the variant to
 # GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's dispatch table.
 function(gka_add_kernel kernel family head_dim)
     cmake_parse_arguments(arg "CHUNK" "KNOBS;WINDOW;SEQ_LEN;SCORES;ELEMENT" "" ${ARGN})
@@ -219,8 +219,10 @@ function(gka_add_kernel kernel family head_dim)
             list(APPEND params bf16_products=true)
         endif ()
     endif ()
-    if (arg_SCORES STREQUAL "direct")
-        string(APPEND name _direct)
+    if (arg_SCORES MATCHES "^(direct|origin)$")
+        string(APPEND name _${arg_SCORES})
+    elseif (NOT arg_SCORES STREQUAL "expansion")
+        message(FATAL_ERROR "gka_add_kernel: SCORES must be expansion, origin or direct, not '${arg_SCORES}'")
     endif ()
     if (GKA_KERNELS_FROM)
         gka_import_kernel(${name})

@@ -55,6 +55,7 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y,
                                    const Mask &mask, ScoreForm form) {
     const Vars &v = p.v;
     if (keys.defined() && form != ScoreForm::Direct) throw std::invalid_argument("gka backward: chunks take scores=direct");
+    if (form == ScoreForm::Origin) throw std::invalid_argument("gka backward: scores=origin is the forward's alone");
     p.head_dim = head_dim;
     p.mask = mask;
     p.form = form;

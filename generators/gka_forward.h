@@ -29,7 +29,7 @@ struct ForwardPipeline {
     Func x;                             // features, clamped past T (d, h, t, b)
     Func values;                        // the keys' features: x, or a chunk's keys (d, h, t, b)
     Centre centre;                      // (d, h, b)
-    Func centred{"centred"};            // x - centre                      (d, h, t, b)
+    Func centred{"centred"};            // x - centre (Origin: x)           (d, h, t, b)
     Scores scores;
     RDom keys;                          // the window of a band by blocks (Mask::key_in_window)
     Func weight{"weight"};              // exp(s_ij), 0 where masked and for j = i   (j, i, h, b)
@@ -60,8 +60,9 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
     p.x = clamped_features(x, mask.seq_len);
     p.values = chunk ? clamped_features(keys, mask.key_len) : p.x;
     p.centre = feature_centre(p.x, mask.seq_len, v);
-    p.centred(v.d, v.h, v.t, v.b) = p.x(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
-    if (form == ScoreForm::Expansion) {
+    const Expr features = p.x(v.d, v.h, v.t, v.b);
+    p.centred(v.d, v.h, v.t, v.b) = form == ScoreForm::Origin ? features : features - p.centre.mean(v.d, v.h, v.b);
+    if (form != ScoreForm::Direct) {
         p.scores = gaussian_scores(p.centred, p.centred, sigma, head_dim, form, v);
     } else {
         p.scores = gaussian_scores(p.values, p.x, p.centred, sigma, head_dim, form, v);

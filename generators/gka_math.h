@@ -166,9 +166,14 @@ inline Expr exp_nonpositive(Expr s) {
 //   product, a GEMM. Its rounding is about eps * sqrt(D) * |c|^2 / sigma^2
 //   in a score, so it serves inputs whose centred features are not far, in
 //   units of sigma, from one another (the kernels report max |c|^2: spread).
+// - Origin (the forward's): the same expansion over the features as they
+//   are, the origin as their centre. It serves inputs whose features lie
+//   near the origin, in units of sigma, and saves the centring: the key
+//   features are read where the values are, with no centred copy between
+//   (the runtime tries it where the input's sampled tokens allow).
 // - Direct: sum_d (x_id - x_jd)^2, exact for near-duplicate tokens however
 //   far from the centre; about twice the pair work.
-enum class ScoreForm { Expansion, Direct };
+enum class ScoreForm { Expansion, Origin, Direct };
 
 // The centre of each (head, batch)'s features (d, h, b): the mean of up to 16
 // tokens spread over the sequence. Any fixed point leaves GKA unchanged (it

@@ -46,6 +46,7 @@ void dense_per_head(Buf &buf, const Expr &heads, const Expr &batch) {
 }
 
 const std::map<std::string, gka::ScoreForm> score_forms = {{"expansion", gka::ScoreForm::Expansion},
+                                                           {"origin", gka::ScoreForm::Origin},
                                                            {"direct", gka::ScoreForm::Direct}};
 
 template<typename Buf>

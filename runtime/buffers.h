@@ -15,11 +15,13 @@ template <>
 struct ElementOf<float> {
     static constexpr Element element = Element::f32;
     static halide_type_t type() { return halide_type_of<float>(); }
+    static float value(float v) { return v; }
 };
 template <>
 struct ElementOf<gka_bf16> {
     static constexpr Element element = Element::bf16;
     static halide_type_t type() { return halide_type_t(halide_type_bfloat, 16); }
+    static float value(gka_bf16 v) { return gka_float_from_bf16(v); }
 };
 
 template <class T>

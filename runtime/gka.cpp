@@ -36,7 +36,10 @@ gka_status fail(gka_status status, std::string message) {
 void record_halide_error(void *, const char *message) { last_error = std::string("halide: ") + message; }
 
 std::atomic<const CpuFamily *> forced_family{nullptr};
-std::atomic<bool> always_direct{false};  // gka_set_score_form("direct")
+// gka_set_score_form: the forms a call may try before the direct one.
+enum class ScoreSetting { automatic, centred, direct };
+const char *const score_setting_names[] = {"auto", "centred", "direct"};
+std::atomic<ScoreSetting> score_setting{ScoreSetting::automatic};
 std::string startup_error;  // a bad GKA_CPU_TARGET / GKA_NUM_THREADS, reported by every call
 std::once_flag initialized;
 
@@ -231,10 +234,11 @@ gka::WindowKind window_kind(const gka_window &w, const gka_shape &s) {
 
 // Whether the expansion's scores meet the accuracy contract (GKA.md) on these
 // inputs: each score's rounding is about eps * sqrt(D) * |c|^2 / sigma^2 for
-// centred features c, and its weight's relative error the same. Where some
+// features c about the variant's centre (the origin's: x itself), and its
+// weight's relative error the same. Where some
 // (head, batch) has max_t |c_t|^2 above expansion_limit * sigma_h^2 (tokens
 // far apart in units of sigma, whose near neighbours, if any, would get
-// scores of noise), the direct form runs instead. tests/test_accuracy.cpp
+// scores of noise), the next form runs instead. tests/test_accuracy.cpp
 // probes this boundary.
 constexpr double expansion_limit = 64;
 bool expansion_serves(const Buffer<float, 2> &spread, const float *sigma) {
@@ -252,19 +256,55 @@ bool self_only(const gka::internal::KernelWindow &w, const gka_shape &s) {
     return s.seq_len == 1 || (w.left == 0 && w.right == 0);
 }
 
-// Runs the variant that `pick` gives for the expansion (if `try_expansion`)
-// and, where it did not serve these inputs or was not tried, the direct one:
-// `run` runs a variant, writing the spread.
-template <class Pick, class Run>
-gka_status run_serving_form(bool try_expansion, Pick pick, Run run, const Buffer<float, 2> &spread,
-                            const float *sigma) {
-    if (try_expansion) {
-        const auto *k = pick(gka::Scores::expansion);
-        const int code = run(k);
-        if (code != 0 || expansion_serves(spread, sigma)) return gka::internal::ran(k->name, code, GKA_ERR_INTERNAL);
+// Whether the forward's expansion about the origin may serve these inputs:
+// the tokens that the kernels' centre samples (generators/gka_math.h,
+// feature_centre) lie within the expansion's bound of the origin. The
+// kernel's spread, over every token, decides; this test spares a run that
+// the samples already rule out (features with a common offset), so that such
+// calls cost one expansion, not two.
+template <class T>
+bool origin_may_serve(const T *x, const gka_shape &s, const float *sigma) {
+    const int64_t samples = std::min<int64_t>(s.seq_len, 16);
+    for (int64_t b = 0; b < s.batch; b++)
+        for (int64_t n = 0; n < samples; n++) {
+            const T *token = x + ((b * s.seq_len + n * s.seq_len / samples) * s.heads) * s.head_dim;
+            for (int64_t h = 0; h < s.heads; h++) {
+                double norm = 0;
+                for (int64_t d = 0; d < s.head_dim; d++) {
+                    const double v = ElementOf<T>::value(token[h * s.head_dim + d]);
+                    norm += v * v;
+                }
+                if (!(norm <= expansion_limit * double(sigma[h]) * sigma[h])) return false;
+            }
+        }
+    return true;
+}
+
+// The score forms a call tries in turn: each until one serves its inputs,
+// the direct form (which serves every input) last.
+struct FormsToTry {
+    gka::Scores forms[3];
+    int count = 0;
+
+    FormsToTry(bool origin, bool expansion) {
+        if (origin) forms[count++] = gka::Scores::origin;
+        if (expansion) forms[count++] = gka::Scores::expansion;
+        forms[count++] = gka::Scores::direct;
     }
-    const auto *k = pick(gka::Scores::direct);
-    return gka::internal::ran(k->name, run(k), GKA_ERR_INTERNAL);
+};
+
+// Runs the variants that `pick` gives for `try_forms` in turn; `run` runs
+// one, writing the spread.
+template <class Pick, class Run>
+gka_status run_serving_form(const FormsToTry &try_forms, Pick pick, Run run, const Buffer<float, 2> &spread,
+                            const float *sigma) {
+    for (int n = 0;; n++) {
+        const auto *k = pick(try_forms.forms[n]);
+        const int code = run(k);
+        if (n + 1 == try_forms.count || code != 0 || expansion_serves(spread, sigma)) {
+            return gka::internal::ran(k->name, code, GKA_ERR_INTERNAL);
+        }
+    }
 }
 
 template <class T>
@@ -283,8 +323,10 @@ gka_status forward(gka_shape shape, gka_window window, const T *x, const float *
     const auto kind = window_kind(window, shape);
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
+    const ScoreSetting setting = score_setting;
+    const bool expansion = setting != ScoreSetting::direct;
     return run_serving_form(
-        !always_direct,
+        FormsToTry(setting == ScoreSetting::automatic && origin_may_serve(x, shape, sigma), expansion),
         [&](gka::Scores form) {
             return gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len, form, ElementOf<T>::element);
         },
@@ -311,7 +353,7 @@ gka_status backward(gka_shape shape, gka_window window, const T *x, const float 
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
     return run_serving_form(
-        !always_direct && !self_only(w, shape),
+        FormsToTry(false, score_setting != ScoreSetting::direct && !self_only(w, shape)),
         [&](gka::Scores form) {
             return gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len, form, ElementOf<T>::element);
         },
@@ -427,14 +469,16 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     auto pick = [&](const auto *variant) {
         if (variant) name = variant->name, compiled_knobs = variant->knobs;
     };
-    // "forward" or "backward", then "_bf16" for bfloat16 features, then "_direct".
+    // "forward" or "backward", then "_bf16" for bfloat16 features, then "_origin" or "_direct".
     std::string p = pass;
     auto strip = [&](const std::string &suffix) {
         const bool has = p.size() > suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0;
         if (has) p.resize(p.size() - suffix.size());
         return has;
     };
-    const gka::Scores scores = strip("_direct") ? gka::Scores::direct : gka::Scores::expansion;
+    const gka::Scores scores = strip("_direct")   ? gka::Scores::direct
+                               : strip("_origin") ? gka::Scores::origin
+                                                  : gka::Scores::expansion;
     const bool bf16 = strip("_bf16");
     const gka::Element element = bf16 ? gka::Element::bf16 : gka::Element::f32;
     // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one
@@ -463,15 +507,17 @@ const char *gka_last_kernel(void) { return last_kernel; }
 
 gka_status gka_set_score_form(const char *form) {
     last_error.clear();
-    const std::string f = form ? form : "";
-    if (f != "" && f != "auto" && f != "direct") {
-        return fail(GKA_ERR_INVALID_ARGUMENT, "unknown score form '" + f + "' (forms: auto, direct)");
+    const std::string f = form && *form ? form : "auto";
+    for (ScoreSetting setting : {ScoreSetting::automatic, ScoreSetting::centred, ScoreSetting::direct}) {
+        if (f == score_setting_names[int(setting)]) {
+            score_setting = setting;
+            return GKA_OK;
+        }
     }
-    always_direct = f == "direct";
-    return GKA_OK;
+    return fail(GKA_ERR_INVALID_ARGUMENT, "unknown score form '" + f + "' (forms: auto, centred, direct)");
 }
 
-const char *gka_score_form(void) { return always_direct ? "direct" : "auto"; }
+const char *gka_score_form(void) { return score_setting_names[int(score_setting.load())]; }
 
 int gka_num_threads(void) {
     std::call_once(initialized, initialize);

@@ -50,8 +50,9 @@ using CudaBackwardChunkKernel = int (*)(const void *, halide_buffer_t *, halide_
                                         halide_buffer_t *);
 
 // How a variant forms |x_i - x_j|^2 (generators/gka_math.h's ScoreForm): the
-// fast expansion, or the direct differences that serve every input.
-enum class Scores { expansion, direct };
+// fast expansion over centred features, the same about the origin (the
+// forward's alone), or the direct differences that serve every input.
+enum class Scores { expansion, origin, direct };
 
 // The feature tensors' element type a variant takes (x, y, dy, dx; sigma, lse
 // and dsigma are float32 in every variant).

@@ -166,16 +166,16 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
                                   : BandSum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
     schedule_band_sum(sum, v, p.head_dim, vec, st, qt, k.d_block, band_level);
     // Queries transposed once per band for the score GEMM; keys and values read
-    // in place, the values from a head-major copy of x. The Expansion's keys
-    // are centred a key block at a time (centring them as the GEMM broadcasts
-    // them would add an operation to each broadcast): reading the block's rows
-    // of x for that leaves them in L1 for the value sum that follows.
+    // in place, from a head-major copy of x. The Expansion's keys are centred
+    // a key block at a time (centring them as the GEMM broadcasts them would
+    // add an operation to each broadcast), as are the Origin's under bfloat16
+    // products (widened: the values are pairs of bfloat16).
     if (p.bf16_products) {
         schedule_value_pairs(p, sum.tile_level(), st, kt, vec);
     } else {
         head_major(p.values, vec);
     }
-    if (p.form == ScoreForm::Expansion) {
+    if (p.form == ScoreForm::Expansion || (p.form == ScoreForm::Origin && p.bf16_products)) {
         head_major_block(p.scores.key_features, LoopLevel(p.weighted_sum, sum.block), kt, vec);
     }
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);

@@ -45,7 +45,7 @@ std::vector<std::string> runnable_families() {
 
 void for_each_family_and_form(const std::function<void()> &body) {
     for_each_family([&] {
-        for (const char *form : {"auto", "direct"}) {
+        for (const char *form : score_forms) {
             INFO("score form " << form);
             REQUIRE(gka_set_score_form(form) == GKA_OK);
             body();

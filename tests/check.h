@@ -24,9 +24,8 @@ void check_problem(const gka_ref::Problem &p);
 // The CPU families this host can run (each is tested, not only the default).
 std::vector<std::string> runnable_families();
 
-// Runs `body` once per runnable family and score form ("auto", which runs the
-// expansion wherever it serves, and "direct"), forcing each; restores the
-// defaults after.
+// Runs `body` once per runnable family and score form, forcing each; restores
+// the defaults after.
 void for_each_family_and_form(const std::function<void()> &body);
 // Runs `body` once per runnable family, forcing each; restores the default after.
 void for_each_family(const std::function<void()> &body);

@@ -1,5 +1,6 @@
 // The CPU and CUDA families libgka was compiled with, best first, as it lists
-// them (gka_cpu_families, gka_cuda_families), and the CPU ones the host runs.
+// them (gka_cpu_families, gka_cuda_families), the CPU ones the host runs, and
+// the score forms (gka_set_score_form).
 // Inline: the autotuner's harness, which links the kernels without libgka,
 // shares contract.cpp but not this.
 #pragma once
@@ -11,6 +12,10 @@
 #include "gka/gka.h"
 
 namespace gka_test {
+
+// "auto" (the forward's expansion about the origin, then the centred one, each
+// where it serves), "centred" (never the origin's) and "direct".
+inline const char *const score_forms[] = {"auto", "centred", "direct"};
 
 inline std::vector<std::string> listed_families(const char *listed) {
     std::vector<std::string> families;

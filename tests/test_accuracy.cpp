@@ -66,38 +66,45 @@ TEST_CASE("translation: a common offset of up to 100x the features' spread", "[a
             INFO("offset " << offset);
             for_each_family_and_form([&] {
                 check_problem(p);
-                // The centring takes the offset out: the fast form serves these.
+                // The centring takes the offset out: an expansion serves these.
                 const std::string kernel = gka_last_kernel();
-                if (std::string(gka_score_form()) == "auto") CHECK(kernel.find("_direct") == std::string::npos);
+                if (std::string(gka_score_form()) != "direct") CHECK(kernel.find("_direct") == std::string::npos);
             });
         }
     }
 }
 
-TEST_CASE("the direct form's variants are named, and what a direct call runs", "[accuracy]") {
+TEST_CASE("each score form's variants are named, and what a call in each form runs", "[accuracy]") {
     const gka_shape shape{1, 70, 2, 16};
-    const Problem p = gaussian_problem(shape, causal, {4.0f, 2.0f}, 1.0, 0.0, 23);  // smooth
+    const Problem p = gaussian_problem(shape, causal, {4.0f, 2.0f}, 1.0, 0.0, 23);  // smooth, about the origin
     for (const std::string &family : gka_test::runnable_families()) {
         INFO("family " << family);
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
-        for (const char *form : {"auto", "direct"}) {
+        auto named = [&](const char *pass) {
+            const char *name = gka_kernel_variant(family.c_str(), pass, shape, causal, nullptr);
+            return std::string(name ? name : "");
+        };
+        const std::string origin = named("forward_origin"), centred = named("forward"), direct = named("forward_direct");
+        CHECK(origin.find("_origin") != std::string::npos);
+        CHECK(direct.find("_direct") != std::string::npos);
+        CHECK((centred.find("_origin") == std::string::npos && centred.find("_direct") == std::string::npos));
+        CHECK(named("backward_origin").empty());  // the forward's alone
+        for (const char *form : gka_test::score_forms) {
             INFO("score form " << form);
             REQUIRE(gka_set_score_form(form) == GKA_OK);
-            const bool direct = std::string(form) == "direct";
-            const char *forward = gka_kernel_variant(family.c_str(), direct ? "forward_direct" : "forward", shape, causal, nullptr);
-            const char *backward = gka_kernel_variant(family.c_str(), direct ? "backward_direct" : "backward", shape, causal, nullptr);
-            REQUIRE(forward != nullptr);
-            REQUIRE(backward != nullptr);
-            CHECK((std::string(forward).find("_direct") != std::string::npos) == direct);
-            CHECK((std::string(backward).find("_direct") != std::string::npos) == direct);
+            CHECK(std::string(gka_score_form()) == form);
+            const bool is_direct = std::string(form) == "direct";
             std::vector<float> y(p.size()), lse(p.rows()), dx(p.size()), dsigma(2);
             REQUIRE(gka_forward(shape, causal, p.x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
-            CHECK(std::string(gka_last_kernel()) == forward);  // smooth inputs: "auto" keeps the expansion
+            // Smooth inputs near the origin: each form's first choice serves.
+            CHECK(std::string(gka_last_kernel()) == (is_direct ? direct : form == std::string("auto") ? origin : centred));
             REQUIRE(gka_backward(shape, causal, p.x.data(), p.sigma.data(), y.data(), lse.data(), p.dy.data(), dx.data(),
                                  dsigma.data()) == GKA_OK);
-            CHECK(std::string(gka_last_kernel()) == backward);
+            CHECK(std::string(gka_last_kernel()) == named(is_direct ? "backward_direct" : "backward"));
         }
     }
+    REQUIRE(gka_set_score_form("fast") == GKA_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(gka_last_error()).find("auto, centred, direct") != std::string::npos);
     for (const std::string &cuda : gka_test::cuda_families()) {  // the direct form alone: every pass name gives it
         for (const char *pass : {"forward", "backward"}) {
             const char *named = gka_kernel_variant(cuda.c_str(), pass, shape, causal, nullptr);
@@ -110,6 +117,33 @@ TEST_CASE("the direct form's variants are named, and what a direct call runs", "
     }
     REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
     REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
+}
+
+TEST_CASE("the expansion about the origin hands over to the centred one past its bound", "[accuracy]") {
+    // D = 64, sigma = 1: the expansion's bound is |c|^2 <= 64. Features
+    // 0.8 + 0.05 N(0, 1), |x|^2 about 41, on the tokens the centre samples
+    // (T = 100: 0, 6, 12, ...); token 7, between them, at 1.1 + 0.05 N(0, 1),
+    // |x|^2 about 77, and |x - centre|^2 about 6.
+    Problem far = gaussian_problem({1, 100, 1, 64}, causal, {1.0f}, 0.05, 0.8, 71);
+    const Problem near = far;
+    for (int64_t d = 0; d < 64; d++) far.x[7 * 64 + d] += 0.3f;
+    gka_test::for_each_family([&] {
+        REQUIRE(gka_set_score_form("auto") == GKA_OK);
+        auto forward_kernel = [](const Problem &p) {
+            std::vector<float> y(p.size()), lse(p.rows());
+            REQUIRE(gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
+            return std::string(gka_last_kernel());
+        };
+        const std::string family = gka_cpu_family();
+        auto named = [&](const char *pass) {
+            return std::string(gka_kernel_variant(family.c_str(), pass, far.shape, causal, nullptr));
+        };
+        CHECK(forward_kernel(near) == named("forward_origin"));
+        // The origin's kernel runs (its samples are within the bound), reports
+        // token 7, and the centred one gives the results.
+        CHECK(forward_kernel(far) == named("forward"));
+        check_problem(far);
+    });
 }
 
 TEST_CASE("one-hot and smooth heads side by side in one call", "[accuracy]") {
@@ -199,12 +233,11 @@ TEST_CASE("randomized: the contract over every regime", "[accuracy][property]") 
         const gka_test::RandomProblem drawn = gka_test::random_problem(draws);
         const Problem &p = drawn.p;
         const std::string &family = families[draws.uniform(0, int64_t(families.size()) - 1)];
-        const bool automatic = draws.uniform(0, 1);
+        const char *form = gka_test::score_forms[draws.uniform(0, 2)];
         if (drawn_case < only_case) continue;
-        INFO("seed " << seed << ", case " << drawn_case << ", family " << family << ", score form "
-                     << (automatic ? "auto" : "direct"));
+        INFO("seed " << seed << ", case " << drawn_case << ", family " << family << ", score form " << form);
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
-        REQUIRE(gka_set_score_form(automatic ? "auto" : "direct") == GKA_OK);
+        REQUIRE(gka_set_score_form(form) == GKA_OK);
         const gka_test::Outputs out = gka_test::run_kernels(p);
         gka_test::Report r = gka_test::compare(p, out);
         if (gka_test::in_known_gap(drawn, gka_last_kernel())) {

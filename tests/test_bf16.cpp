@@ -167,14 +167,16 @@ TEST_CASE("bf16: a family with bfloat16 products gives the other results of avx5
 TEST_CASE("bf16: the variants are named, on every family", "[bf16]") {
     const gka_shape shape{1, 64, 1, 64};
     for (const std::string &family : gka_test::compiled_families()) {
-        for (const char *pass : {"forward_bf16", "backward_bf16", "forward_bf16_direct", "backward_bf16_direct"}) {
+        for (const char *pass : {"forward_bf16", "backward_bf16", "forward_bf16_origin", "forward_bf16_direct",
+                                 "backward_bf16_direct"}) {
             INFO(family << " " << pass);
             const char *name = gka_kernel_variant(family.c_str(), pass, shape, causal, nullptr);
             REQUIRE(name != nullptr);
             CHECK(std::string(name).find("_" + family + "_") != std::string::npos);
-            const bool direct = std::string(pass).find("_direct") != std::string::npos;
-            CHECK(std::string(name).find(direct ? "_bf16_direct" : "_bf16") != std::string::npos);
-            CHECK((std::string(name).find("_direct") != std::string::npos) == direct);
+            // The pass's suffix after _bf16 (none, _origin, _direct) is the name's.
+            const std::string form = std::string(pass).substr(std::string(pass).find("_bf16"));
+            CHECK(std::string(name).size() >= form.size());
+            CHECK(std::string(name).substr(std::string(name).size() - form.size()) == form);
         }
         CHECK(std::string(gka_kernel_variant(family.c_str(), "forward", shape, causal, nullptr)).find("_bf16") ==
               std::string::npos);
@@ -228,11 +230,10 @@ TEST_CASE("bf16 randomized: the bf16 contract over every regime", "[bf16][proper
         // Rounding to bfloat16 makes repeats of tokens a hair apart: the known gap's inputs.
         drawn.repeats = drawn.repeats || gka_test::has_repeated_tokens(drawn.p);
         const std::string &family = families[draws.uniform(0, int64_t(families.size()) - 1)];
-        const bool automatic = draws.uniform(0, 1);
-        INFO("seed " << seed << ", case " << n << ", family " << family << ", score form "
-                     << (automatic ? "auto" : "direct"));
+        const char *form = gka_test::score_forms[draws.uniform(0, 2)];
+        INFO("seed " << seed << ", case " << n << ", family " << family << ", score form " << form);
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
-        REQUIRE(gka_set_score_form(automatic ? "auto" : "direct") == GKA_OK);
+        REQUIRE(gka_set_score_form(form) == GKA_OK);
         gka_test::Report r = compare_bf16(drawn.p, run_bf16(drawn.p));
         if (gka_test::in_known_gap(drawn, gka_last_kernel())) {
             unjudged++;

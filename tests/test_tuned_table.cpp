@@ -130,28 +130,31 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
     const gka_window windows[] = {{-1, -1}, {-1, 0}, {16, 0}, {255, 0}};
     std::vector<std::string> families = gka_test::compiled_families();
     for (const std::string &f : gka_test::cuda_families()) families.push_back(f);
+    // The forward's expansion about the origin takes the expansion's knobs.
+    auto kernel_of = [](const std::string &pass) { return "gka_" + pass.substr(0, pass.find("_origin")); };
     for (const std::string &family : families)
-        for (const char *pass : {"forward", "backward"})
+        for (const std::string pass : {"forward", "forward_origin", "backward"})
             for (int64_t head_dim : {64, 96, 128})
                 for (int64_t seq_len : lengths)
                     for (const gka_window &w : windows) {
                         const gka_shape shape{1, seq_len, 8, head_dim};
                         const WindowKind kind = gka::window_kind(w.left, w.right, seq_len);
                         const char *knobs = nullptr;
-                        const char *name = gka_kernel_variant(family.c_str(), pass, shape, w, &knobs);
+                        const char *name = gka_kernel_variant(family.c_str(), pass.c_str(), shape, w, &knobs);
                         INFO(family << " " << pass << " D=" << head_dim << " T=" << seq_len << " window (" << w.left
                                     << ", " << w.right << ")");
                         REQUIRE(name != nullptr);
-                        CHECK(std::string(name).rfind(std::string("gka_") + pass + "_" + family + "_", 0) == 0);
-                        CHECK(std::string(knobs) ==
-                              expected_knobs(rows, family, std::string("gka_") + pass, head_dim, kind, seq_len));
+                        CHECK(std::string(name).rfind(kernel_of(pass) + "_" + family + "_", 0) == 0);
+                        CHECK(std::string(knobs) == expected_knobs(rows, family, kernel_of(pass), head_dim, kind, seq_len));
                     }
     CHECK(gka_kernel_variant("avx512", "sideways", {1, 64, 1, 64}, {-1, 0}, nullptr) == nullptr);
     CHECK(gka_kernel_variant("sse2", "forward", {1, 64, 1, 64}, {-1, 0}, nullptr) == nullptr);
 
     // Each row's variant is the one that runs for the shortest probe shape the
     // row decides (no narrower row contains it), on the families this host
-    // runs, and agrees with the reference there.
+    // runs, and agrees with the reference there (the centred expansion: the
+    // variant the row names; the origin's, of the same knobs, is the first
+    // test's).
     std::sort(lengths.begin(), lengths.end());
     std::string not_run;  // the rows of families this host cannot run
     const std::vector<std::string> cuda = gka_test::cuda_families();
@@ -171,6 +174,7 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
         INFO(r.family << " " << r.kernel << " " << name);
         CHECK(std::string(knobs) == r.knobs);
         REQUIRE(gka_set_cpu_family(r.family.c_str()) == GKA_OK);
+        REQUIRE(gka_set_score_form("centred") == GKA_OK);
         const auto p = gka_ref::make_problem({1, seq_len, 1, head_dim}, w, {1.2f}, 1.5, seq_len);
         const gka_test::Outputs out = gka_test::run_kernels(p);  // forward, then backward
         if (pass == "forward") {
@@ -180,6 +184,7 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
         CHECK(name == gka_last_kernel());
         gka_test::check_report(r.family + " " + name, p, gka_test::compare(p, out));
         REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+        REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
     }
     if (!not_run.empty()) gka_test::skip("rows of families this host cannot run, not run:" + not_run);
 }

@@ -44,13 +44,15 @@ def cpu_family():
 
 def set_score_form(form):
     """How the CPU kernels form |x_i - x_j|^2: "auto" (the fast expansion wherever it
-    meets the accuracy contract, else the direct form) or "direct" (always); gka.h."""
+    meets the accuracy contract, about the origin first where the features allow,
+    else the direct form), "centred" (never about the origin) or "direct" (always);
+    gka.h."""
     from ._lib import check
     check(_LIB, _LIB.gka_set_score_form(None if form is None else form.encode()), "gka_set_score_form")
 
 
 def score_form():
-    """The score form set: "auto" or "direct"."""
+    """The score form set: "auto", "centred" or "direct"."""
     return _LIB.gka_score_form().decode()
 
 

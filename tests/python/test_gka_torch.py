@@ -97,16 +97,19 @@ class ForwardBackward(unittest.TestCase):
                     self.assertGreater(want_dsigma.abs().min().item(), 0.0)  # a real test of dsigma
 
     def test_score_forms(self):
-        # The direct form from PyTorch, as from the C ABI: same results within the
+        # Each score form from PyTorch, as from the C ABI: same results within the
         # contract, and libgka says which kernel ran.
         x, sigma = inputs(24, seed=5)
         want_y, _ = gka_forward_reference(x, sigma, (-1, 0))
         try:
-            gka_torch.set_score_form("direct")
-            self.assertEqual(gka_torch.score_form(), "direct")
-            y, _ = torch.ops.gka.forward(x.float(), sigma.float(), -1, 0)
-            self.assertTrue(gka_torch.last_kernel().endswith("_direct"))
-            self.assertLess(rel_err(y, want_y), RTOL)
+            for form in ("direct", "centred", "auto"):
+                gka_torch.set_score_form(form)
+                self.assertEqual(gka_torch.score_form(), form)
+                y, _ = torch.ops.gka.forward(x.float(), sigma.float(), -1, 0)
+                ran = gka_torch.last_kernel()  # x ~ N(0, 1): "auto" keeps the expansion about the origin
+                self.assertEqual(ran.endswith("_direct"), form == "direct")
+                self.assertEqual(ran.endswith("_origin"), form == "auto")
+                self.assertLess(rel_err(y, want_y), RTOL)
             with self.assertRaises(ValueError):
                 gka_torch.set_score_form("fast")
         finally:

@@ -186,25 +186,31 @@ GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in a
 GKA_API const char *gka_cpu_families(void); /* those compiled in, best first: "zen4,avx512,avx2,generic" */
 
 /* How the CPU kernels form |x_i - x_j|^2. "auto" (the default): the fast
- * expansion |c_i|^2 + |c_j|^2 - 2 c_i.c_j over features centred per (batch,
- * head), a GEMM, wherever it meets the accuracy contract (README, "Accuracy"):
- * each call's kernel reports max_t |c_t|^2, and where that exceeds 64 sigma^2
- * for some (batch, head) the call runs again with "direct" differences
- * sum_d (x_id - x_jd)^2, which meet it on every input at about twice the pair
- * work (so such calls cost about three times the expansion's). A backward
- * whose every row attends to itself alone (T = 1, window (0, 0)) runs direct.
- * "direct": always the direct form. gka_last_kernel() names the kernel that
- * gave the results (..._direct for the direct form). The CUDA kernels run
- * the direct form alone, whatever the setting: choosing per call would need
- * the expansion's spread on the host, a synchronization of the caller's stream. */
-GKA_API gka_status gka_set_score_form(const char *form); /* NULL or "" = "auto" */
+ * expansion |c_i|^2 + |c_j|^2 - 2 c_i.c_j, a GEMM, wherever it meets the
+ * accuracy contract (README, "Accuracy"). Each call's kernel reports
+ * max_t |c_t|^2 per (batch, head), and where that exceeds 64 sigma^2 the
+ * call runs again with the next form. The forward first tries c = x (the
+ * expansion about the origin, which saves the centring) where the tokens
+ * the centre samples are within that bound of the origin; then c = x minus
+ * the features' centre per (batch, head), which takes out a common offset;
+ * then "direct" differences sum_d (x_id - x_jd)^2, which meet it on every
+ * input at about twice the pair work (so such calls cost about three times
+ * the expansion's). A backward whose every row attends to itself alone
+ * (T = 1, window (0, 0)) runs direct. "centred": never the origin's
+ * expansion, the centred one first. "direct": always the direct form.
+ * gka_last_kernel() names the kernel that gave the results (..._origin,
+ * ..._direct for those forms). The CUDA kernels run the direct form alone,
+ * whatever the setting: choosing per call would need the expansion's spread
+ * on the host, a synchronization of the caller's stream. */
+GKA_API gka_status gka_set_score_form(const char *form); /* "auto", "centred", "direct"; NULL or "" = "auto" */
 GKA_API const char *gka_score_form(void);
 
 /* The kernel variant that `pass` runs for this shape and window on `family`
  * ("zen4", "avx512", "avx2", "generic", or a CUDA family: "cuda86", "cuda"): "forward" or "backward" name the
- * expansion's variant (what "auto" runs first), "forward_direct" or
- * "backward_direct" the direct form's (on a CUDA family, all four name the
- * direct form's variant, the only one it has); "forward_bf16",
+ * centred expansion's variant, "forward_origin" the expansion's about the
+ * origin (the forward's alone), "forward_direct" or "backward_direct" the
+ * direct form's (on a CUDA family, each of these names the direct form's
+ * variant, the only one it has); "forward_bf16",
  * "backward_bf16_direct" and so on, the bfloat16 calls'; "decode" and
  * "decode_bf16", gka_decode's (and gka_decode_cuda's; the shape's seq_len is ignored). Its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
