@@ -180,6 +180,11 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     }
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);
+    // The weight tile's vectors of queries unrolled: the mask's and the self
+    // pair's indices are then constants, not recomputed per vector (AVX-512,
+    // causal, score tiles of 2-3 vectors: 1.02-1.05x; the backward's pair
+    // tiles measured 2% slower so).
+    p.weight.unroll(v.i, st / vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec, kc);
 }
 
