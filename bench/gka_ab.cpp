@@ -7,7 +7,11 @@
 // which separate benchmark runs do not (README, "Accuracy": the budget
 // against a3dc9e4 is measured this way).
 //
-//     gka_ab OLD/libgka.so NEW/libgka.so [rounds] [cpu family]
+//     gka_ab OLD/libgka.so NEW/libgka.so [rounds] [cpu family] [NEW's score form]
+//
+// The score form (gka_set_score_form: "centred" times the forward's centred
+// kernel on these inputs, which "auto" runs about the origin) is set in the new
+// library alone: an older one may not know it.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -29,7 +33,7 @@ struct Library {
     Backward backward;
 };
 
-Library load(const char *path, const char *family) {
+Library load(const char *path, const char *family, const char *score_form = nullptr) {
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (!handle) {
         std::fprintf(stderr, "gka_ab: %s\n", dlerror());
@@ -38,6 +42,11 @@ Library load(const char *path, const char *family) {
     auto set_family = reinterpret_cast<decltype(&gka_set_cpu_family)>(dlsym(handle, "gka_set_cpu_family"));
     if (!set_family || set_family(family) != GKA_OK) {
         std::fprintf(stderr, "gka_ab: %s cannot run family %s\n", path, family);
+        std::exit(1);
+    }
+    auto set_form = reinterpret_cast<decltype(&gka_set_score_form)>(dlsym(handle, "gka_set_score_form"));
+    if (score_form && (!set_form || set_form(score_form) != GKA_OK)) {
+        std::fprintf(stderr, "gka_ab: %s has no score form %s\n", path, score_form);
         std::exit(1);
     }
     return {reinterpret_cast<Forward>(dlsym(handle, "gka_forward")),
@@ -53,12 +62,14 @@ double median(std::vector<double> v) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s OLD/libgka.so NEW/libgka.so [rounds] [cpu family]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s OLD/libgka.so NEW/libgka.so [rounds] [cpu family] [NEW's score form]\n",
+                     argv[0]);
         return 2;
     }
     const int rounds = argc > 3 ? std::atoi(argv[3]) : 11;
     const char *family = argc > 4 ? argv[4] : "avx512";
-    const Library libraries[2] = {load(argv[1], family), load(argv[2], family)};
+    const char *score_form = argc > 5 ? argv[5] : "auto";
+    const Library libraries[2] = {load(argv[1], family), load(argv[2], family, score_form)};
     struct Case {
         int64_t head_dim;
         gka_window window;
@@ -68,7 +79,8 @@ int main(int argc, char **argv) {
                           {128, {-1, 0}, "causal D=128"},
                           {64, {255, 0}, "(255, 0) D=64"},
                           {128, {255, 0}, "(255, 0) D=128"}};
-    std::printf("%d rounds (the first dropped), family %s; time new / old\n", rounds, family);
+    std::printf("%d rounds (the first dropped), family %s, new's score form %s; time new / old\n", rounds, family,
+                score_form);
     for (const Case &c : cases) {
         const gka_shape shape{1, 4096, 8, c.head_dim};
         const size_t n = size_t(shape.seq_len * shape.heads * shape.head_dim);

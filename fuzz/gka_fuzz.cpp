@@ -269,7 +269,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     BytesDraws draw(bytes);
     const std::string &family = families()[draw.uniform(0, int64_t(families().size()) - 1)];
     if (gka_set_cpu_family(family.c_str()) != GKA_OK) broken("cannot force family " + family);
-    if (gka_set_score_form(gka_test::score_forms[draw.uniform(0, 2)]) != GKA_OK) broken("cannot set the score form");
+    if (gka_set_score_form(draw.score_form()) != GKA_OK) broken("cannot set the score form");
     if (gka_set_num_threads(int(draw.uniform(1, 4))) != GKA_OK) broken("cannot set the thread count");
     switch (draw.uniform(0, 9)) {
     case 0: run_invalid(draw); break;

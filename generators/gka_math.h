@@ -198,7 +198,7 @@ struct Scores {
     // x seen as keys and as queries: the same features (no projections), named
     // apart so that a schedule can lay out each side for its own access.
     Func key_features{"key_features"}, query_features{"query_features"};  // (d, h, t, b)
-    Func sqnorm{"sqnorm"};            // |c_t|^2 of the centred features  (t, h, b)
+    Func sqnorm{"sqnorm"};            // |c_t|^2 of the features about the centre  (t, h, b)
     Func inv_two_var{"inv_two_var"};  // 1 / (2 sigma_h^2)       (h)
     Func dot{"dot"};                  // the pair reduction over d: c_j.c_i (Expansion),
                                       // |x_j - x_i|^2 (Direct)   (j, i, h, b)
@@ -207,8 +207,8 @@ struct Scores {
 };
 
 // `features`: what the pair reduction reads: centred (Expansion) or as they
-// are (Direct). `centred`: the centred features, whose norms make the
-// expansion and the spread. The expansion's self pair rounds a hair off 0:
+// are (Origin, Direct). `centred`: the features about the form's centre (the
+// origin's: x), whose norms make the expansion and the spread. The expansion's self pair rounds a hair off 0:
 // each pass says what it makes of that pair (the forward leaves it out of its
 // sums, the backward's PairTerms score it 0).
 // `keys` and `queries` (d, h, t, b): the features the pairs read on each side,

@@ -257,17 +257,18 @@ bool self_only(const gka::internal::KernelWindow &w, const gka_shape &s) {
 }
 
 // Whether the forward's expansion about the origin may serve these inputs:
-// the tokens that the kernels' centre samples (generators/gka_math.h,
-// feature_centre) lie within the expansion's bound of the origin. The
-// kernel's spread, over every token, decides; this test spares a run that
-// the samples already rule out (features with a common offset), so that such
-// calls cost one expansion, not two.
+// sampled tokens (16 spread over the sequence, in up to 4 batch entries: at
+// most 64 a head, whatever the call's size) lie within the expansion's
+// bound of the origin. The kernel's spread, over every token, decides; this
+// test spares a run that the samples already rule out (features with a
+// common offset), so that such calls cost one expansion, not two.
 template <class T>
 bool origin_may_serve(const T *x, const gka_shape &s, const float *sigma) {
-    const int64_t samples = std::min<int64_t>(s.seq_len, 16);
-    for (int64_t b = 0; b < s.batch; b++)
-        for (int64_t n = 0; n < samples; n++) {
-            const T *token = x + ((b * s.seq_len + n * s.seq_len / samples) * s.heads) * s.head_dim;
+    const int64_t tokens = std::min<int64_t>(s.seq_len, 16), batches = std::min<int64_t>(s.batch, 4);
+    for (int64_t m = 0; m < batches; m++)
+        for (int64_t n = 0; n < tokens; n++) {
+            const int64_t b = m * s.batch / batches, t = n * s.seq_len / tokens;
+            const T *token = x + ((b * s.seq_len + t) * s.heads) * s.head_dim;
             for (int64_t h = 0; h < s.heads; h++) {
                 double norm = 0;
                 for (int64_t d = 0; d < s.head_dim; d++) {
@@ -481,6 +482,7 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
                                                   : gka::Scores::expansion;
     const bool bf16 = strip("_bf16");
     const gka::Element element = bf16 ? gka::Element::bf16 : gka::Element::f32;
+    if (scores == gka::Scores::origin && p != "forward") return nullptr;  // the forward's form alone
     // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one
     // (the CUDA kernels are the direct form, whatever the pass's suffix says).
     if (p == "forward") {

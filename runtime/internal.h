@@ -70,9 +70,18 @@ gka_status check_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const
                         const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers,
                         bool sigma_on_host = true);
 
+// How far along the forms a call tries a variant's name says it is: 0 for the
+// expansion about the origin (tried first), 1 for the centred one, 2 for the
+// direct form.
+inline int fallback_rank(const char *variant) {
+    if (std::strstr(variant, "_direct") != nullptr) return 2;
+    return std::strstr(variant, "_origin") != nullptr ? 0 : 1;
+}
+
 // Runs `one(sequence_shape, first_token)` on each non-empty sequence in order;
-// then names, as gka_last_kernel(), the direct form's variant if any sequence
-// ran it (it is the one to look for where results differ), else the last one's.
+// then names, as gka_last_kernel(), the variant of the furthest form any
+// sequence ran (it is the one to look for where results differ), the last
+// such.
 template <class One>
 gka_status each_sequence(const gka_shape &shape, const int64_t *cu_seqlens, One one) {
     const char *reported = "";  // the variants' names are static; "" if every sequence is empty
@@ -83,7 +92,8 @@ gka_status each_sequence(const gka_shape &shape, const int64_t *cu_seqlens, One 
             status != GKA_OK) {
             return fail(status, "sequence " + std::to_string(s) + ": " + last_message());
         }
-        if (std::strstr(reported, "_direct") == nullptr) reported = gka_last_kernel();
+        const char *variant = gka_last_kernel();
+        if (*reported == '\0' || fallback_rank(variant) >= fallback_rank(reported)) reported = variant;
     }
     return ran(reported, 0, GKA_ERR_INTERNAL);
 }

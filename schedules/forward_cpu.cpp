@@ -5,7 +5,8 @@
 // key_tile keys. In a block, each score block of score_tile queries computes
 // its score tile (score_tile x key_tile) as a small GEMM vectorized over
 // queries: a vector of queries' features times each key's feature broadcast
-// from x in place, so keys are never copied or transposed; key_chunk keys a
+// in place (from the values' copy about the origin, from the block's centred
+// copy in the Expansion), so keys are never transposed; key_chunk keys a
 // pass over d (0: all of them), so that a long key block's tile still has
 // its accumulators in registers. The tile is
 // exponentiated (and masked) in place, and its row sums are vector adds (a
@@ -55,6 +56,9 @@
 //   (a second T x H x D stream beside x's): on an Intel Xeon (autotune
 //   harness, tuned knobs, 3 runs) (255, 0) D=64 and 128 1.12-1.13x, causal
 //   1.00-1.02x, AVX2 (255, 0) 1.07x.
+// - the Origin form (no centring, keys read where the values are), where
+//   the runtime finds it serves: against the Expansion on that Xeon
+//   (bench/gka_ab, 15 rounds) causal 1.02-1.05x, (255, 0) 1.00-1.02x.
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -168,8 +172,8 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     // Queries transposed once per band for the score GEMM; keys and values read
     // in place, from a head-major copy of x. The Expansion's keys are centred
     // a key block at a time (centring them as the GEMM broadcasts them would
-    // add an operation to each broadcast), as are the Origin's under bfloat16
-    // products (widened: the values are pairs of bfloat16).
+    // add an operation to each broadcast); under bfloat16 products the
+    // Origin's are copied likewise, widened (the values are pairs of bfloat16).
     if (p.bf16_products) {
         schedule_value_pairs(p, sum.tile_level(), st, kt, vec);
     } else {
@@ -181,9 +185,10 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);
     // The weight tile's vectors of queries unrolled: the mask's and the self
-    // pair's indices are then constants, not recomputed per vector (AVX-512,
-    // causal, score tiles of 2-3 vectors: 1.02-1.05x; the backward's pair
-    // tiles measured 2% slower so).
+    // pair's indices are then constants, not recomputed per vector
+    // (bench/gka_ab against the loop, Intel Xeon, 15 rounds: avx512 causal,
+    // score tiles of 2-3 vectors, 1.02-1.05x; generic within noise; the
+    // backward's pair tiles measured 2% slower so).
     p.weight.unroll(v.i, st / vec);
     schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec, kc);
 }

@@ -2,10 +2,10 @@
 # make generate: GKA's kernels for any Halide 21 target. For each pass
 # (forward, backward), as the C ABI's float32 calls dispatch them (the
 # bfloat16 variants are libgka's own build's): on a CPU target the head
-# dims 64, 128 and any in the expansion form and any in the direct form; on a
-# CUDA target 64, 128 and any in the direct form, the only one libgka runs
-# there. A static library and header apiece, named
-# gka_<pass>_<d64|d128|any>[_direct], with
+# dims 64, 128 and any in the expansion form (the forward's also about the
+# origin) and any in the direct form; on a CUDA target 64, 128 and any in the
+# direct form, the only one libgka runs there. A static library and header
+# apiece, named gka_<pass>_<d64|d128|any>[_origin|_direct], with
 # their STMT and assembly beside them; and Halide's runtime for the target
 # (gka_runtime.a), which they share. KNOBS (name:value,...) overrides the
 # schedule's defaults for the target's family (gka_knobs lists them).
@@ -28,8 +28,11 @@ if [[ "$target" == *cuda* ]]; then
 else
   variants="d64:64:expansion d128:128:expansion any:0:expansion any_direct:0:direct"
 fi
+origin="d64_origin:64:origin d128_origin:128:origin any_origin:0:origin"
 for pass in forward backward; do
-  for variant in $variants; do
+  pass_variants=$variants
+  if [ "$pass" = forward ] && [[ "$target" != *cuda* ]]; then pass_variants="$variants $origin"; fi
+  for variant in $pass_variants; do
     IFS=: read -r suffix head_dim scores <<< "$variant"
     name=gka_${pass}_$suffix
     if ! message=$("$generator" -g "gka_$pass" -f "$name" -n "$name" -e static_library,c_header,stmt,assembly \

@@ -6,12 +6,13 @@
 
 namespace gka_test {
 
-Outputs run_kernels(const gka_ref::Problem &p) {
+Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel) {
     Outputs o{std::vector<float>(p.size()), std::vector<float>(p.rows()), std::vector<float>(p.size()),
               std::vector<float>(p.shape.heads)};
     gka_status s = gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data());
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
+    if (forward_kernel) *forward_kernel = gka_last_kernel();
     s = gka_backward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data(), p.dy.data(),
                      o.dx.data(), o.dsigma.data());
     INFO(gka_last_error());
@@ -31,10 +32,13 @@ void check_report(const std::string &what, const gka_ref::Problem &p, const Repo
     CHECK(r.dsigma.ratio <= 1.0);
 }
 
-void check_problem(const gka_ref::Problem &p) {
-    const Outputs out = run_kernels(p);
-    const std::string last_kernel = gka_last_kernel();  // the backward's
-    check_report(std::string("family ") + gka_cpu_family() + ", last kernel " + last_kernel, p, compare(p, out));
+std::string check_problem(const gka_ref::Problem &p) {
+    std::string forward_kernel;
+    const Outputs out = run_kernels(p, &forward_kernel);
+    check_report(std::string("family ") + gka_cpu_family() + ", kernels " + forward_kernel + " and " +
+                     gka_last_kernel(),
+                 p, compare(p, out));
+    return forward_kernel;
 }
 
 std::vector<std::string> runnable_families() {

@@ -13,13 +13,15 @@
 
 namespace gka_test {
 
-// Forward then backward (fed the kernel's own y and lse) on the running family.
-Outputs run_kernels(const gka_ref::Problem &p);
+// Forward then backward (fed the kernel's own y and lse) on the running family;
+// the forward's variant in *forward_kernel (gka_last_kernel() names the backward's).
+Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel = nullptr);
 
 // CHECKs every ratio of `r` <= 1, saying what ran (`what`: the family or device) on which problem.
 void check_report(const std::string &what, const gka_ref::Problem &p, const Report &r);
-// Runs on the running CPU family, compares, and checks every ratio <= 1.
-void check_problem(const gka_ref::Problem &p);
+// Runs on the running CPU family, compares, and checks every ratio <= 1;
+// returns the forward's variant.
+std::string check_problem(const gka_ref::Problem &p);
 
 // The CPU families this host can run (each is tested, not only the default).
 std::vector<std::string> runnable_families();

@@ -1,6 +1,6 @@
 // One GKA call on fixed inputs, for a tool that watches a single call
 // (window_cost.py counts its instructions under callgrind).
-// Usage: gka_one_call forward|backward auto|direct T left right D
+// Usage: gka_one_call forward|backward auto|centred|direct T left right D
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 
 int main(int argc, char **argv) {
     if (argc != 7) {
-        std::fprintf(stderr, "usage: %s forward|backward auto|direct T left right D\n", argv[0]);
+        std::fprintf(stderr, "usage: %s forward|backward auto|centred|direct T left right D\n", argv[0]);
         return 2;
     }
     const std::string pass = argv[1];

@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <vector>
 
+#include "families.h"
 #include "reference.h"
 
 namespace gka_test {
@@ -20,6 +22,8 @@ public:
     virtual double unit() = 0;                            // in [0, 1]
     virtual uint64_t bits() = 0;                          // a seed
     double log_uniform(double lo, double hi) { return std::exp(std::log(lo) + unit() * std::log(hi / lo)); }
+    // One of gka_set_score_form's forms.
+    const char *score_form() { return score_forms[uniform(0, int64_t(std::size(score_forms)) - 1)]; }
 };
 
 // x = offset + scale * N(0, 1) per feature, dy ~ N(0, 1).

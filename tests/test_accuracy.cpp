@@ -22,6 +22,12 @@ namespace {
 
 const gka_window full{-1, -1}, causal{-1, 0};
 
+// The variant `pass` runs for this shape on `family` (gka_kernel_variant), "" if none.
+std::string variant(const std::string &family, const char *pass, gka_shape shape, gka_window window) {
+    const char *name = gka_kernel_variant(family.c_str(), pass, shape, window, nullptr);
+    return name ? name : "";
+}
+
 }  // namespace
 
 TEST_CASE("a row whose only key is itself: y = x and lse = 0, and dx = dy and dsigma = 0 where every row is",
@@ -65,10 +71,16 @@ TEST_CASE("translation: a common offset of up to 100x the features' spread", "[a
             const Problem p = gaussian_problem({1, 100, 2, 64}, w, {8.0f, 2.0f}, 1.0, offset, 21);
             INFO("offset " << offset);
             for_each_family_and_form([&] {
-                check_problem(p);
-                // The centring takes the offset out: an expansion serves these.
-                const std::string kernel = gka_last_kernel();
-                if (std::string(gka_score_form()) != "direct") CHECK(kernel.find("_direct") == std::string::npos);
+                const std::string forward = check_problem(p), backward = gka_last_kernel();
+                if (std::string(gka_score_form()) == "direct") return;
+                // The centring takes the offset out: an expansion serves these,
+                // the forward's about the origin where the features are near it.
+                INFO("forward " << forward << ", backward " << backward);
+                CHECK(forward.find("_direct") == std::string::npos);
+                CHECK(backward.find("_direct") == std::string::npos);
+                const bool automatic = std::string(gka_score_form()) == "auto";
+                if (offset == 0.0) CHECK((forward.find("_origin") != std::string::npos) == automatic);
+                if (offset >= 10.0) CHECK(forward.find("_origin") == std::string::npos);
             });
         }
     }
@@ -80,15 +92,14 @@ TEST_CASE("each score form's variants are named, and what a call in each form ru
     for (const std::string &family : gka_test::runnable_families()) {
         INFO("family " << family);
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
-        auto named = [&](const char *pass) {
-            const char *name = gka_kernel_variant(family.c_str(), pass, shape, causal, nullptr);
-            return std::string(name ? name : "");
-        };
+        auto named = [&](const char *pass) { return variant(family, pass, shape, causal); };
         const std::string origin = named("forward_origin"), centred = named("forward"), direct = named("forward_direct");
         CHECK(origin.find("_origin") != std::string::npos);
         CHECK(direct.find("_direct") != std::string::npos);
         CHECK((centred.find("_origin") == std::string::npos && centred.find("_direct") == std::string::npos));
-        CHECK(named("backward_origin").empty());  // the forward's alone
+        for (const char *pass : {"backward_origin", "decode_origin", "forward_chunk_origin"}) {
+            CHECK(named(pass).empty());  // the forward's form alone
+        }
         for (const char *form : gka_test::score_forms) {
             INFO("score form " << form);
             REQUIRE(gka_set_score_form(form) == GKA_OK);
@@ -135,9 +146,7 @@ TEST_CASE("the expansion about the origin hands over to the centred one past its
             return std::string(gka_last_kernel());
         };
         const std::string family = gka_cpu_family();
-        auto named = [&](const char *pass) {
-            return std::string(gka_kernel_variant(family.c_str(), pass, far.shape, causal, nullptr));
-        };
+        auto named = [&](const char *pass) { return variant(family, pass, far.shape, causal); };
         CHECK(forward_kernel(near) == named("forward_origin"));
         // The origin's kernel runs (its samples are within the bound), reports
         // token 7, and the centred one gives the results.
@@ -233,7 +242,7 @@ TEST_CASE("randomized: the contract over every regime", "[accuracy][property]") 
         const gka_test::RandomProblem drawn = gka_test::random_problem(draws);
         const Problem &p = drawn.p;
         const std::string &family = families[draws.uniform(0, int64_t(families.size()) - 1)];
-        const char *form = gka_test::score_forms[draws.uniform(0, 2)];
+        const char *form = draws.score_form();
         if (drawn_case < only_case) continue;
         INFO("seed " << seed << ", case " << drawn_case << ", family " << family << ", score form " << form);
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);

@@ -230,7 +230,7 @@ TEST_CASE("bf16 randomized: the bf16 contract over every regime", "[bf16][proper
         // Rounding to bfloat16 makes repeats of tokens a hair apart: the known gap's inputs.
         drawn.repeats = drawn.repeats || gka_test::has_repeated_tokens(drawn.p);
         const std::string &family = families[draws.uniform(0, int64_t(families.size()) - 1)];
-        const char *form = gka_test::score_forms[draws.uniform(0, 2)];
+        const char *form = draws.score_form();
         INFO("seed " << seed << ", case " << n << ", family " << family << ", score form " << form);
         REQUIRE(gka_set_cpu_family(family.c_str()) == GKA_OK);
         REQUIRE(gka_set_score_form(form) == GKA_OK);

@@ -4,6 +4,7 @@
 // matches), and that variant is the one that runs.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -176,13 +177,19 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
         REQUIRE(gka_set_cpu_family(r.family.c_str()) == GKA_OK);
         REQUIRE(gka_set_score_form("centred") == GKA_OK);
         const auto p = gka_ref::make_problem({1, seq_len, 1, head_dim}, w, {1.2f}, 1.5, seq_len);
-        const gka_test::Outputs out = gka_test::run_kernels(p);  // forward, then backward
-        if (pass == "forward") {
-            std::vector<float> y(out.y.size()), lse(out.lse.size());
-            REQUIRE(gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
-        }
-        CHECK(name == gka_last_kernel());
+        std::string forward;
+        const gka_test::Outputs out = gka_test::run_kernels(p, &forward);
+        CHECK(name == (pass == "forward" ? forward : std::string(gka_last_kernel())));
         gka_test::check_report(r.family + " " + name, p, gka_test::compare(p, out));
+        if (pass == "forward") {  // and its variant about the origin, on features near it (sigma 2 sqrt(D))
+            REQUIRE(gka_set_score_form("auto") == GKA_OK);
+            const auto near = gka_ref::make_problem({1, seq_len, 1, head_dim}, w,
+                                                    {2.0f * std::sqrt(float(head_dim))}, 1.5, seq_len);
+            const gka_test::Outputs near_out = gka_test::run_kernels(near, &forward);
+            CHECK(forward ==
+                  gka_kernel_variant(r.family.c_str(), "forward_origin", {1, seq_len, 1, head_dim}, w, nullptr));
+            gka_test::check_report(r.family + " " + forward, near, gka_test::compare(near, near_out));
+        }
         REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
         REQUIRE(gka_set_score_form(nullptr) == GKA_OK);
     }

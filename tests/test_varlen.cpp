@@ -99,6 +99,29 @@ TEST_CASE("varlen: each packed sequence as its own call, within the contract", "
     }
 }
 
+TEST_CASE("varlen: the kernel named is the furthest form any sequence ran", "[varlen]") {
+    // Sigma 4 and 6: the bound, 64 sigma^2, is past |x|^2 near the origin.
+    // Sequence 1 is offset by 10 (|x|^2 about 1600: the centred expansion
+    // serves it, the origin's does not); sequences 0 and 2 sit near the origin.
+    Packed p = packed({20, 30, 25}, 2, 16, {-1, 0}, 91);
+    p.sigma = {4.0f, 6.0f};
+    for (int64_t k = p.cu[1] * p.row(); k < p.cu[2] * p.row(); k++) p.x[k] += 10.0f;
+    gka_test::for_each_family([&] {
+        REQUIRE(gka_set_score_form("auto") == GKA_OK);
+        std::vector<float> y(p.x.size()), lse(p.heads * p.total());
+        REQUIRE(gka_forward_varlen(p.shape(), p.cu.data(), p.window, p.x.data(), p.sigma.data(), y.data(),
+                                   lse.data()) == GKA_OK);
+        const std::string family = gka_cpu_family();
+        const gka_shape last{1, 25, p.heads, p.head_dim};
+        CHECK(std::string(gka_last_kernel()) == gka_kernel_variant(family.c_str(), "forward", last, p.window, nullptr));
+        std::vector<int64_t> near_only{0, 20};  // sequence 0 alone: the origin's
+        REQUIRE(gka_forward_varlen({1, 20, p.heads, p.head_dim}, near_only.data(), p.window, p.x.data(),
+                                   p.sigma.data(), y.data(), lse.data()) == GKA_OK);
+        CHECK(std::string(gka_last_kernel()) ==
+              gka_kernel_variant(family.c_str(), "forward_origin", {1, 20, p.heads, p.head_dim}, p.window, nullptr));
+    });
+}
+
 TEST_CASE("varlen: bfloat16 features as the bfloat16 calls of each sequence", "[varlen][bf16]") {
     const Packed p = packed({5, 0, 40, 17}, 2, 64, {-1, 0}, 77);
     gka_test::for_each_family([&] {

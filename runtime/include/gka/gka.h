@@ -127,8 +127,10 @@ GKA_API gka_status gka_decode_bf16(gka_shape shape, int64_t capacity, gka_window
  * nothing but dsigma's zeros. lse is [H][total], FlashAttention's varlen layout. Each
  * sequence attends within itself under the window, as a call of its own would
  * (and at its cost: nothing is padded); dsigma sums the sequences' in order.
- * gka_last_kernel() names the variant of the last sequence, or the direct
- * form's if any sequence ran it. The bf16 calls take bfloat16 features. */
+ * gka_last_kernel() names the variant of the furthest score form any
+ * sequence ran (direct, then the centred expansion, then the expansion about
+ * the origin: gka_set_score_form), the last such. The bf16 calls take
+ * bfloat16 features. */
 GKA_API gka_status gka_forward_varlen(gka_shape shape, const int64_t *cu_seqlens, gka_window window, const float *x,
                                       const float *sigma, float *y, float *lse);
 GKA_API gka_status gka_backward_varlen(gka_shape shape, const int64_t *cu_seqlens, gka_window window, const float *x,
@@ -190,12 +192,12 @@ GKA_API const char *gka_cpu_families(void); /* those compiled in, best first: "z
  * accuracy contract (README, "Accuracy"). Each call's kernel reports
  * max_t |c_t|^2 per (batch, head), and where that exceeds 64 sigma^2 the
  * call runs again with the next form. The forward first tries c = x (the
- * expansion about the origin, which saves the centring) where the tokens
- * the centre samples are within that bound of the origin; then c = x minus
- * the features' centre per (batch, head), which takes out a common offset;
- * then "direct" differences sum_d (x_id - x_jd)^2, which meet it on every
- * input at about twice the pair work (so such calls cost about three times
- * the expansion's). A backward whose every row attends to itself alone
+ * expansion about the origin, which saves the centring) where sampled tokens
+ * are within that bound of the origin; then c = x minus the features' centre
+ * per (batch, head), which takes out a common offset; then "direct"
+ * differences sum_d (x_id - x_jd)^2, which meet it on every input at about
+ * twice the pair work (so a call that ends there costs about three times the
+ * expansion's, four where the origin's ran first). A backward whose every row attends to itself alone
  * (T = 1, window (0, 0)) runs direct. "centred": never the origin's
  * expansion, the centred one first. "direct": always the direct form.
  * gka_last_kernel() names the kernel that gave the results (..._origin,
