@@ -152,8 +152,9 @@ endfunction()
 # variant, a chunk's pass: gka.h, gka_forward_chunk), with a suffix for a
 # narrower shape class (_sliding, _t1_2048), for bfloat16 features (_bf16) and
 # for the origin and direct score forms (_origin, _direct), whose function has
-# the same name, with its STMT and assembly beside it for review. It appends the variant to
-# GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's dispatch table.
+# the same name, with its STMT and assembly beside it for review. It appends
+# the variant to GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's
+# dispatch table.
 function(gka_add_kernel kernel family head_dim)
     cmake_parse_arguments(arg "CHUNK" "KNOBS;WINDOW;SEQ_LEN;SCORES;ELEMENT" "" ${ARGN})
     set(variants ${kernel})  # the dispatch table the variant joins

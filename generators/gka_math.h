@@ -208,9 +208,10 @@ struct Scores {
 
 // `features`: what the pair reduction reads: centred (Expansion) or as they
 // are (Origin, Direct). `centred`: the features about the form's centre (the
-// origin's: x), whose norms make the expansion and the spread. The expansion's self pair rounds a hair off 0:
-// each pass says what it makes of that pair (the forward leaves it out of its
-// sums, the backward's PairTerms score it 0).
+// origin's: x), whose norms make the expansion and the spread. The
+// expansion's self pair rounds a hair off 0: each pass says what it makes of
+// that pair (the forward leaves it out of its sums, the backward's PairTerms
+// score it 0).
 // `keys` and `queries` (d, h, t, b): the features the pairs read on each side,
 // where they are two tensors (decode: a cache and the new tokens).
 inline Scores gaussian_scores(Func keys, Func queries, Func centred, Func sigma, Expr head_dim, ScoreForm form,

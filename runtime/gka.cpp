@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -36,7 +37,8 @@ gka_status fail(gka_status status, std::string message) {
 void record_halide_error(void *, const char *message) { last_error = std::string("halide: ") + message; }
 
 std::atomic<const CpuFamily *> forced_family{nullptr};
-// gka_set_score_form: the forms a call may try before the direct one.
+// gka_set_score_form: the forms a call may try before the direct one, and
+// their names, in the enum's order.
 enum class ScoreSetting { automatic, centred, direct };
 const char *const score_setting_names[] = {"auto", "centred", "direct"};
 std::atomic<ScoreSetting> score_setting{ScoreSetting::automatic};
@@ -510,9 +512,9 @@ const char *gka_last_kernel(void) { return last_kernel; }
 gka_status gka_set_score_form(const char *form) {
     last_error.clear();
     const std::string f = form && *form ? form : "auto";
-    for (ScoreSetting setting : {ScoreSetting::automatic, ScoreSetting::centred, ScoreSetting::direct}) {
-        if (f == score_setting_names[int(setting)]) {
-            score_setting = setting;
+    for (size_t k = 0; k < std::size(score_setting_names); k++) {
+        if (f == score_setting_names[k]) {
+            score_setting = ScoreSetting(k);
             return GKA_OK;
         }
     }

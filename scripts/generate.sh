@@ -23,15 +23,16 @@ if ! message=$("$generator" -r gka_runtime -e static_library,c_header -o "$out" 
   echo "$message" | grep -v '^\s*$' | head -5 >&2
   exit 1
 fi
+forward_only=""
 if [[ "$target" == *cuda* ]]; then
   variants="d64_direct:64:direct d128_direct:128:direct any_direct:0:direct"
 else
   variants="d64:64:expansion d128:128:expansion any:0:expansion any_direct:0:direct"
+  forward_only="d64_origin:64:origin d128_origin:128:origin any_origin:0:origin"
 fi
-origin="d64_origin:64:origin d128_origin:128:origin any_origin:0:origin"
 for pass in forward backward; do
   pass_variants=$variants
-  if [ "$pass" = forward ] && [[ "$target" != *cuda* ]]; then pass_variants="$variants $origin"; fi
+  if [ "$pass" = forward ]; then pass_variants="$variants $forward_only"; fi
   for variant in $pass_variants; do
     IFS=: read -r suffix head_dim scores <<< "$variant"
     name=gka_${pass}_$suffix

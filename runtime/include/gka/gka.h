@@ -197,9 +197,10 @@ GKA_API const char *gka_cpu_families(void); /* those compiled in, best first: "z
  * per (batch, head), which takes out a common offset; then "direct"
  * differences sum_d (x_id - x_jd)^2, which meet it on every input at about
  * twice the pair work (so a call that ends there costs about three times the
- * expansion's, four where the origin's ran first). A backward whose every row attends to itself alone
- * (T = 1, window (0, 0)) runs direct. "centred": never the origin's
- * expansion, the centred one first. "direct": always the direct form.
+ * expansion's, four where the origin's ran first). A backward whose every
+ * row attends to itself alone (T = 1, window (0, 0)) runs direct.
+ * "centred": never the origin's expansion, the centred one first. "direct":
+ * always the direct form.
  * gka_last_kernel() names the kernel that gave the results (..._origin,
  * ..._direct for those forms). The CUDA kernels run the direct form alone,
  * whatever the setting: choosing per call would need the expansion's spread
