@@ -7,8 +7,8 @@
 // query_block queries, and in a block each key block of key_block keys
 // - computes its tiles of pair terms, key_block x query_block, vectorized over
 //   keys: the score and dP GEMMs (the keys' transposed features times each
-//   query's x and dy broadcast in place, so queries are never copied), then P
-//   and dS in place;
+//   query's x and dy broadcast in place, so queries are never copied), then P,
+//   dS and dS's term of dsigma in place;
 // - adds them to its keys' sums, micro-tile by micro-tile of key_tile keys
 //   (d_block x key_tile accumulators vectorized over d, in registers across
 //   the query block); to the block's queries' sums, likewise by micro-tiles
@@ -194,8 +194,11 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     const LoopLevel band_at(p.query_sum, p.band_in_group), tile_at(p.query_sum, p.key_block);
     PairTerms &t = p.terms;
     transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k.band, vec);
-    // Per key block: the pair terms, vectorized over keys j, unrolled over queries i.
-    for (Func f : {t.dscore, t.prob}) schedule_pair_tile(f, v.j, v.i, tile_at, kb, qb, vec);
+    // Per key block: the pair terms, vectorized over keys j, unrolled over queries
+    // i. The sums read tiles alone: a GEMM tile that one of them also read (the
+    // dsigma term's score and dP, inlined) would have its bounds widened across
+    // the fused sums, a dynamic offset whose accumulators live in memory.
+    for (Func f : {t.dscore, t.prob, t.dsigma_term}) schedule_pair_tile(f, v.j, v.i, tile_at, kb, qb, vec);
     schedule_score_tile(t.scores.dot, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb);
     schedule_score_tile(t.dprob, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb);
 
