@@ -66,18 +66,16 @@ struct Mask {
     Expr position(const Expr &query) const { return chunk ? query + shift : query; }
 
     // Tokens past the end (a window's last block may reach them) are never allowed.
-    // One unsigned comparison tests both bounds (a key below the first wraps to
-    // a large value): half the vector work of two. It needs first <= last,
-    // which a chunk's query past its keys' window breaks: a chunk compares
-    // with the count of its keys, 0 there.
+    // One unsigned comparison per key tests both bounds (a key below the first
+    // wraps to a large value) against the count of the query's keys, which is
+    // 0 for a query past the end or a chunk's query past its keys' window: a
+    // query's own test, per row, is not and-ed into every lane (on AVX2 that
+    // packed the lanes' masks to 16 bits and back).
     Expr allowed(const Expr &query, const Expr &key) const {
         const Expr at = position(query);
         const Expr first = at - left_span, last = Halide::min(at + right_span, key_len - 1);
-        const Expr offset = Halide::cast<uint32_t>(key - first);
-        if (chunk) {
-            return offset < Halide::cast<uint32_t>(Halide::max(last - first + 1, 0)) && query < seq_len;
-        }
-        return offset <= Halide::cast<uint32_t>(last - first) && query < seq_len;
+        const Expr count = Halide::select(query < seq_len, Halide::max(last - first + 1, 0), 0);
+        return Halide::cast<uint32_t>(key - first) < Halide::cast<uint32_t>(count);
     }
     // The keys of a query band's window, the queries of a key band's.
     Expr window_extent() const { return Halide::min(band_size + left_span + right_span, key_len); }
