@@ -88,7 +88,7 @@ fuzz:
 	@$(ASAN_BUILD)/fuzz/gka_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 -print_final_stats=1 \
 	  -artifact_prefix=$(ASAN_BUILD)/ $(ASAN_BUILD)/fuzz-corpus fuzz/corpus
 
-# GKA's kernels for a Halide target of your own (README, Targets), into OUT:
+# GKA's kernels for a Halide target of your own (docs/targets.md), into OUT:
 #   make generate TARGET=arm-64-linux-large_buffers OUT=dir [KNOBS=name:value,...]
 generate: build
 	@bash scripts/generate.sh $(BUILD)/kernels/gka.generator "$(TARGET)" "$(OUT)" "$(KNOBS)"
@@ -110,21 +110,20 @@ bench-full: build
 compare: build
 	@$(VENV)/bin/python examples/train_lm/compare.py --build $(BUILD) --out $(BUILD)/compare $(COMPARE_ARGS)
 
-# Tunes the standard shape classes (forward and backward, D = 64 and 128; long,
-# short and sliding: autotune/gka_autotune.py's CLASSES) for the best CPU family of
-# this host, or AUTOTUNE_FAMILY (avx512, avx2 or generic), and writes the winners to
-# schedules/tuned.tsv; `make build` then
-# compiles them in. Logs in autotune/logs/ (a rerun resumes). Each class gets
-# AUTOTUNE_MINUTES of search (at most AUTOTUNE_TRIALS trials), then its best three
-# are measured again: about 28 minutes for the twelve classes on this 2-core VM.
+# Tunes the standard shape classes (autotune/gka_autotune.py --all: forward and
+# backward, each head dim the build compiles with constant loops, each class of
+# the tuner's CLASSES) for the best CPU family of this host, or AUTOTUNE_FAMILY
+# (a CPU family of cmake/families.tsv), and writes the winners to
+# schedules/tuned.tsv; `make build` then compiles them in. Logs in
+# autotune/logs/ (a rerun resumes). Each class gets AUTOTUNE_MINUTES of search
+# (at most AUTOTUNE_TRIALS trials), then its best three are measured again:
+# about 28 minutes for the twelve classes (D = 64 and 128) on this 2-core VM.
 AUTOTUNE_TRIALS ?= 200
 AUTOTUNE_MINUTES ?= 1.8
 AUTOTUNE_FAMILY ?=
 autotune: build
-	@for kernel in forward backward; do for d in 64 128; do for class in long short sliding; do \
-	  $(VENV)/bin/python autotune/gka_autotune.py --kernel $$kernel --head-dim $$d --class $$class \
-	    $(if $(AUTOTUNE_FAMILY),--family $(AUTOTUNE_FAMILY)) --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) --write-table || exit 1; \
-	done; done; done
+	@$(VENV)/bin/python autotune/gka_autotune.py --all $(if $(AUTOTUNE_FAMILY),--family $(AUTOTUNE_FAMILY)) \
+	  --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) --write-table
 
 # Tuned vs default vs Halide's autoschedulers on the same algorithm, with the
 # search curves: build/autotune-report/report.md and PNG plots.

@@ -6,8 +6,8 @@
 
 For each standard shape class (the kernels and head dims asked for, the classes of
 gka_autotune.CLASSES), on the class's tuning shape, it builds the kernel with the
-knobs libgka runs there (schedules/tuned.tsv's narrowest containing row, or the
-defaults) and, for the classes named by --autoschedulers-on, with each CPU
+knobs the build's libgka runs there (its answer: schedules/tuned.tsv's narrowest
+class containing the shape, or the defaults) and, for the classes named by --autoschedulers-on, with each CPU
 autoscheduler shipped in the Halide wheel (Adams2019, Mullapudi2016, Li2018) on the
 same algorithm (the generators' estimates); it checks each against the double
 reference and times each interleaved with the default kernel (autotune/harness.cpp).
@@ -40,7 +40,8 @@ def main():
     ap.add_argument("--family", default=tune.host_best_family())
     ap.add_argument("--heads", type=int, default=tune.HEADS)
     ap.add_argument("--kernels", default="forward,backward", help="kernels (comma-separated) to compare")
-    ap.add_argument("--head-dims", default="64,128", help="head dims (comma-separated) to compare")
+    ap.add_argument("--head-dims", help="head dims (comma-separated) to compare (default: those the build "
+                    "compiles with constant loops)")
     ap.add_argument("--autoschedulers-on", default="long", help="classes (comma-separated) to run them on")
     ap.add_argument("--build", default=os.path.join(tune.ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(tune.ROOT, "build", "autotune-report"))
@@ -49,14 +50,15 @@ def main():
     import halide
     plugin_dir = os.path.join(halide.install_dir(), "lib64")
 
+    head_dims = [int(d) for d in args.head_dims.split(",")] if args.head_dims else tune.tuned_head_dims(args.build)
     results = {}  # (kernel, D, class) -> {variant: entry}
     for kernel in args.kernels.split(","):
-        for head_dim in [int(d) for d in args.head_dims.split(",")]:
+        for head_dim in head_dims:
             for class_name, cls in tune.CLASSES.items():
                 shape = argparse.Namespace(**vars(args), kernel=kernel, head_dim=head_dim, window=cls["window"],
                                            seq_len=cls["seq_len"])
                 row = results.setdefault((kernel, head_dim, class_name), {})
-                knobs = tune.knobs_that_run(args.family, kernel, head_dim, cls["window"], cls["seq_len"])
+                knobs = tune.knobs_that_run(args.build, args.family, kernel, head_dim, cls["window"], cls["seq_len"])
                 variants = [("tuned", knobs, ())]
                 if class_name in args.autoschedulers_on.split(","):
                     variants += [(a, "", ("-p", os.path.join(plugin_dir, f"libautoschedule_{PLUGINS[a]}.so"),

@@ -5,9 +5,13 @@
                     [--window causal] [--seq-len 4096] [--heads 8] [--trials 40] [--minutes 15]
                     [--seed 1] [--log autotune/logs/<class>.jsonl] [--write-table]
     gka_autotune.py --measure band:96,key_tile:16 [--trials 3] [shape options as above]
+    gka_autotune.py --all [--family avx512] [--trials 40] [--minutes 15] [--write-table]
 
 A shape class is a head dim, a window kind and a sequence-length range (CLASSES);
-it is tuned on one shape in it (--window, --seq-len: the class's by default).
+it is tuned on one shape in it (--window, --seq-len: the class's by default; a
+search on a shape of one's own does not write the table). --all tunes each kernel,
+head dim and class in turn: the head dims the build compiles with constant loops
+(GKA_HEAD_DIMS in its CMakeCache.txt), each class with its own log.
 
 Each trial generates the kernel with the candidate knobs (the generator's `knobs`
 parameter), checks it against the double reference on a small problem, then times it
@@ -21,12 +25,16 @@ trial goes to the log (JSON lines), stamped with a fingerprint of the code it ra
 (schedule_fingerprint); a rerun with the same log resumes, skipping what was
 measured on the same code. --write-table stores the
 winner in schedules/tuned.tsv (the best three re-measured twice, each scored by its
-slowest figure), which the build reads: for the class "long" only if it
+slowest figure; autotune/tuned_table.py reads and writes the table for the build, the
+tests and this tuner), which the build reads: for the class "long" only if it
 beats the defaults; a narrower class always gets a row ("defaults" if they win), so
 that it never runs knobs tuned for other shapes.
 """
 import argparse
+import ctypes
+import functools
 import hashlib
+import importlib.util
 import itertools
 import json
 import os
@@ -38,12 +46,13 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TABLE = os.path.join(ROOT, "schedules", "tuned.tsv")
+import tuned_table
+
+ROOT = tuned_table.ROOT
 
 # The kernels whose CPU schedules are searched; each one's knobs and the values
 # worth trying come from its schedule's knob table (gka_knobs --space).
-KERNELS = ("backward", "forward")
+KERNELS = ("forward", "backward")
 # Heads of the tuning shapes, unless --heads says otherwise (B=1).
 HEADS = 8
 
@@ -140,10 +149,8 @@ CLASSES = {
 
 def families():
     """cmake/families.tsv's rows for this machine's architecture (CPU families best first)."""
-    with open(os.path.join(ROOT, "cmake", "families.tsv")) as f:
-        rows = [line.rstrip("\n").split("\t") for line in f if line.strip() and not line.startswith("#")]
     arch = {"x86_64": "x86-64", "aarch64": "arm-64", "arm64": "arm-64"}.get(platform.machine(), platform.machine())
-    return [f for f in (dict(zip(rows[0], r)) for r in rows[1:]) if f["halide_target"].startswith(arch + "-")]
+    return [f for f in tuned_table.families() if f["halide_target"].startswith(arch + "-")]
 
 
 def family_targets():
@@ -170,44 +177,51 @@ def parse_knobs(spec):
     return {} if spec in ("", "defaults") else {k: int(v) for k, v in (item.split(":") for item in spec.split(","))}
 
 
-def table_rows():
-    """The rows of schedules/tuned.tsv as dicts (see its header)."""
-    names = ["family", "kernel", "head_dim", "window_kind", "seq_range", "knobs", "speedup", "tuned_on"]
-    if not os.path.exists(TABLE):
-        return []
-    return [dict(zip(names, line.rstrip("\n").split("\t"))) for line in open(TABLE)
-            if line.strip() and not line.startswith("#")]
+def tuned_head_dims(build):
+    """The head dims the build compiles with constant loops (GKA_HEAD_DIMS in its
+    CMakeCache.txt; "any", the kernel of every other, is not tuned)."""
+    cache = os.path.join(build, "CMakeCache.txt")
+    if not os.path.exists(cache):
+        sys.exit(f"autotune: no {cache}: configure the build first (make build)")
+    found = re.search(r"^GKA_HEAD_DIMS:INTERNAL=(.*)$", open(cache).read(), re.M)
+    if not found:
+        sys.exit(f"autotune: {cache} has no GKA_HEAD_DIMS: configure it again (make build)")
+    return [int(d) for d in found.group(1).split(";") if d != "any"]
 
 
-def window_kind(left, right, seq_len):
-    bounded = lambda span: 0 <= span < seq_len - 1  # noqa: E731
-    return "sliding" if bounded(left) and bounded(right) else "global"
+def gka_abi():
+    """libgka's C ABI as python/gka_torch declares it (its _lib module, which needs
+    no torch, loaded alone: the package's __init__ imports torch)."""
+    spec = importlib.util.spec_from_file_location("gka_abi", os.path.join(ROOT, "python", "gka_torch", "_lib.py"))
+    abi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(abi)
+    return abi
 
 
-def narrowness(row):
-    return 4 * (row["head_dim"] != "any") + 2 * (row["window_kind"] != "any") + (row["seq_range"] != "any")
+@functools.lru_cache(maxsize=None)
+def libgka(build):
+    """The build's libgka, for gka_kernel_variant, and its ABI's structs."""
+    path = os.path.join(build, "runtime", "libgka.so")
+    if not os.path.exists(path):
+        sys.exit(f"autotune: no libgka at {path}: build the project first (make build)")
+    abi, lib = gka_abi(), ctypes.CDLL(path)
+    lib.gka_kernel_variant.argtypes = [ctypes.c_char_p, ctypes.c_char_p, abi.Shape, abi.Window,
+                                       ctypes.POINTER(ctypes.c_char_p)]
+    lib.gka_kernel_variant.restype = ctypes.c_char_p
+    return lib, abi
 
 
-def contains(row, head_dim, kind, seq_len):
-    if row["head_dim"] not in ("any", str(head_dim)) or row["window_kind"] not in ("any", kind):
-        return False
-    if row["seq_range"] == "any":
-        return True
-    lo, hi = row["seq_range"].split("-")
-    return int(lo) <= seq_len and (not hi or seq_len <= int(hi))
-
-
-def knobs_that_run(family, kernel, head_dim, window, seq_len):
-    """The knobs libgka's kernel for this shape was built with: the narrowest
-    containing row's (runtime/kernel_variants.h), "" (the defaults) without one."""
-    kind = window_kind(*WINDOWS[window], seq_len)
-    rows = table_rows()
-    # A family without rows of its own takes its knobs_from family's (cmake/families.tsv), as the build does.
-    if not any(r["family"] == family for r in rows):
-        family = next((f["knobs_from"] for f in families() if f["family"] == family and f["knobs_from"] != "-"), family)
-    rows = [r for r in rows if r["family"] == family and r["kernel"] == "gka_" + kernel
-            and contains(r, head_dim, kind, seq_len)]
-    return max(rows, key=narrowness)["knobs"] if rows else ""
+def knobs_that_run(build, family, kernel, head_dim, window, seq_len):
+    """The knobs of the variant libgka runs for this shape ("": the schedule's
+    defaults), as libgka itself answers (gka_kernel_variant): the tuned table's
+    narrowest class that contains the shape, as the build compiled it."""
+    lib, abi = libgka(build)
+    knobs = ctypes.c_char_p()
+    name = lib.gka_kernel_variant(family.encode(), kernel.encode(), abi.Shape(1, seq_len, HEADS, head_dim),
+                                  abi.Window(*WINDOWS[window]), ctypes.byref(knobs))
+    if name is None:
+        sys.exit(f"autotune: the libgka of {build} has no {kernel} kernels for the family {family}")
+    return knobs.value.decode()
 
 
 class Trials:
@@ -305,25 +319,25 @@ def write_table(args, best):
     """Stores the class's winner (None: the defaults won) in the table."""
     cls = CLASSES[args.shape_class]
     key = [args.family, "gka_" + args.kernel, str(args.head_dim), cls["window_kind"], cls["seq_range"]]
-    lines = [l.rstrip("\n") for l in open(TABLE)] if os.path.exists(TABLE) else []
-    header = [l for l in lines if l.startswith("#")]
-    body = [l for l in lines if l.strip() and not l.startswith("#") and l.split("\t")[:5] != key]
     shape = f"T={args.seq_len} H={args.heads} {args.window} on {host_cpu()}"
     if best is not None:
-        body.append("\t".join(key + [knob_string(best["knobs"]), f"{best['speedup']:.3f}", shape]))
+        tuned_table.store(key, [knob_string(best["knobs"]), f"{best['speedup']:.3f}", shape])
     elif args.shape_class != "long":  # the catch-all's defaults are its schedule's: no row needed
-        body.append("\t".join(key + ["defaults", "1.000", shape]))
-    with open(TABLE, "w") as f:
-        f.write("\n".join(header + sorted(body)) + "\n")
-    print(f"autotune: wrote {' '.join(key)} -> {knob_string(best['knobs']) if best else 'the defaults'} to {TABLE}")
+        tuned_table.store(key, ["defaults", "1.000", shape])
+    else:
+        tuned_table.store(key, None)
+    print(f"autotune: wrote {' '.join(key)} -> {knob_string(best['knobs']) if best else 'the defaults'} "
+          f"to {tuned_table.TABLE}")
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--family", default=host_best_family(), choices=sorted(family_targets()))
-    ap.add_argument("--kernel", default="forward", choices=KERNELS)
-    ap.add_argument("--head-dim", type=int, default=64, choices=[64, 128])
-    ap.add_argument("--class", dest="shape_class", default="long", choices=list(CLASSES))
+    ap.add_argument("--all", action="store_true", help="tune every kernel, head dim the build compiles with "
+                    "constant loops, and class in turn, each with its own log")
+    ap.add_argument("--kernel", choices=KERNELS, help="default: forward")
+    ap.add_argument("--head-dim", type=int, help="a head dim of the build's GKA_HEAD_DIMS (default: its first)")
+    ap.add_argument("--class", dest="shape_class", choices=list(CLASSES), help="default: long")
     ap.add_argument("--window", choices=sorted(WINDOWS), help="the tuning shape's window (default: the class's)")
     ap.add_argument("--seq-len", type=int, help="the tuning shape's length (default: the class's)")
     ap.add_argument("--heads", type=int, default=HEADS)
@@ -337,34 +351,73 @@ def main():
     ap.add_argument("--fresh", action="store_true", help="start a new log instead of resuming")
     ap.add_argument("--measure", metavar="KNOBS", help="score these knobs (name:value,...) --trials times and "
                     "exit, without searching, logging or writing the table")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def class_runs(args):
+    """One set of arguments per class to tune: the class asked for, or with --all each
+    kernel, head dim and class (the shape, the log and a resumed search are each one's)."""
+    one_class = ("kernel", "head_dim", "shape_class", "window", "seq_len", "log", "measure")
+    head_dims = tuned_head_dims(args.build)
+    if args.all:
+        given = [name for name in one_class if getattr(args, name) is not None]
+        if given:
+            sys.exit(f"autotune: --all tunes every class; it takes none of {', '.join(given)}")
+        return [argparse.Namespace(**dict(vars(args), kernel=k, head_dim=d, shape_class=c))
+                for k, d, c in itertools.product(KERNELS, head_dims, CLASSES)]
+    if args.head_dim not in (None, *head_dims):
+        sys.exit(f"autotune: --head-dim takes the head dims the build compiles with constant loops: {head_dims}")
+    return [argparse.Namespace(**dict(vars(args), kernel=args.kernel or KERNELS[0],
+                                      head_dim=args.head_dim or head_dims[0], shape_class=args.shape_class or "long"))]
+
+
+def with_tuning_shape(args):
+    """The class's shape and log, unless given; a shape of one's own is for trying
+    out, not for the table, whose row names the class it was tuned for."""
+    cls = CLASSES[args.shape_class]
+    if args.write_table and (args.window or args.seq_len):
+        sys.exit(f"autotune: --write-table tunes on the class's own shape (T={cls['seq_len']} {cls['window']}): "
+                 "drop --window and --seq-len")
+    args.window = args.window or cls["window"]
+    args.seq_len = args.seq_len or cls["seq_len"]
+    args.name = f"{args.family}-{args.kernel}-d{args.head_dim}-{args.shape_class}"
+    args.log = args.log or os.path.join(ROOT, "autotune", "logs", args.name + ".jsonl")
+    os.makedirs(os.path.dirname(args.log), exist_ok=True)
+    return args
+
+
+def main():
+    args = parse_args()
     cpu_families = [f["family"] for f in families() if f["kind"] == "cpu"]
     if args.family not in cpu_families:
         sys.exit("autotune: the CUDA schedules' knobs are not searched yet: no GPU has been available to time "
-                 f"them (README, CUDA); --family takes the CPU families {', '.join(cpu_families)}")
-    cls = CLASSES[args.shape_class]
-    args.window = args.window or cls["window"]
-    args.seq_len = args.seq_len or cls["seq_len"]
-    row = dict(head_dim=str(args.head_dim), window_kind=cls["window_kind"], seq_range=cls["seq_range"])
-    if not contains(row, args.head_dim, window_kind(*WINDOWS[args.window], args.seq_len), args.seq_len):
-        sys.exit(f"autotune: T={args.seq_len} {args.window} is not in the class {args.shape_class} ({cls})")
-    shape_class = f"{args.family}-{args.kernel}-d{args.head_dim}-{args.shape_class}"
-    args.log = args.log or os.path.join(ROOT, "autotune", "logs", shape_class + ".jsonl")
-    os.makedirs(os.path.dirname(args.log), exist_ok=True)
+                 f"them (docs/cuda.md); --family takes the CPU families {', '.join(cpu_families)}")
+    try:
+        for run in class_runs(args):
+            run = with_tuning_shape(run)
+            if run.measure is not None:
+                measure(run)
+            else:
+                search(run)
+    except tuned_table.TableError as e:
+        sys.exit(f"autotune: {e}")
 
-    if args.measure is not None:
-        with tempfile.TemporaryDirectory(prefix="gka-autotune-") as work:
-            trials = Trials(args, work)
-            for n in range(args.trials):
-                entry = trials.measure(parse_knobs(args.measure))
-                shown = f"{entry['speedup']:.3f}x the default ({entry['ms']:.2f} vs {entry['default_ms']:.2f} ms)" \
-                    if entry["status"] == "ok" else f"{entry['status']} {entry.get('error', '')}"
-                print(f"[{n + 1}/{args.trials}] {args.measure or 'defaults'} on T={args.seq_len} {args.window}: {shown}",
-                      flush=True)
-                if entry["status"] != "ok":
-                    sys.exit(1)
-        return
 
+def measure(args):
+    with tempfile.TemporaryDirectory(prefix="gka-autotune-") as work:
+        trials = Trials(args, work)
+        for n in range(args.trials):
+            entry = trials.measure(parse_knobs(args.measure))
+            shown = f"{entry['speedup']:.3f}x the default ({entry['ms']:.2f} vs {entry['default_ms']:.2f} ms)" \
+                if entry["status"] == "ok" else f"{entry['status']} {entry.get('error', '')}"
+            print(f"[{n + 1}/{args.trials}] {args.measure or 'defaults'} on T={args.seq_len} {args.window}: {shown}",
+                  flush=True)
+            if entry["status"] != "ok":
+                sys.exit(1)
+
+
+def search(args):
+    """Searches the class's knobs, resuming its log, and with --write-table stores the winner."""
     rules = KnobRules(args)
     space = rules.space
     done = {}
@@ -382,9 +435,10 @@ def main():
     everything = [dict(zip(space, values)) for values in itertools.product(*space.values())]
     everything = [k for k in everything if rules.worth_trying(k)]
     rng.shuffle(everything)
-    # The table's knobs for this kernel's other classes first: often good here too.
-    seeds = [dict(rules.defaults, **parse_knobs(r["knobs"])) for r in table_rows()  # a knob not in a row: its default
-             if (r["family"], r["kernel"], r["head_dim"]) == (args.family, "gka_" + args.kernel, str(args.head_dim))]
+    # The table's knobs for this kernel's other classes first (a knob not in a
+    # row: its default): often good here too.
+    seeds = [dict(rules.defaults, **parse_knobs(r.knobs)) for r in tuned_table.read()
+             if (r.family, r.kernel, r.head_dim) == (args.family, "gka_" + args.kernel, args.head_dim)]
     seeds = [k for i, k in enumerate(seeds) if set(k) == set(space) and k not in seeds[:i]]
     everything = seeds + [k for k in everything if k not in seeds]
     n_random = len(seeds) + (args.random_trials if args.random_trials is not None else max(1, args.trials // 2))
@@ -444,7 +498,7 @@ def main():
         b = best()
         if not any(e["status"] == "ok" for e in done.values()):
             sys.exit("autotune: no candidate passed the reference check")
-        print(f"autotune: best for {shape_class}: {knob_string(b['knobs'])} at {b['speedup']:.3f}x the default")
+        print(f"autotune: best for {args.name}: {knob_string(b['knobs'])} at {b['speedup']:.3f}x the default")
         if args.write_table:
             # One lucky run on a shared machine is no win: the best three are measured
             # twice more, each scored by its slowest figure; the default stays unless

@@ -60,7 +60,7 @@ int run(Kernel kernel, Problem &q) {
 #endif
 }
 
-// The candidate's outputs judged by GKA.md's accuracy contract, the test
+// The candidate's outputs judged by docs/spec.md's accuracy contract, the test
 // suite's own metric (tests/contract.h): a candidate accepted here passes
 // `make test`. The backward is fed the reference's y and lse, rounded to
 // fp32 as a trainer's are.

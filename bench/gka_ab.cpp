@@ -4,7 +4,7 @@
 // and (255, 0), D 64 and 128), and prints each side's median and their ratio.
 // The libraries are loaded with RTLD_DEEPBIND, so that each calls its own
 // kernels and runtime. Interleaving cancels the drift of a shared machine,
-// which separate benchmark runs do not (README, "Accuracy": the budget
+// which separate benchmark runs do not (docs/performance.md: the budget
 // against a3dc9e4 is measured this way).
 //
 //     gka_ab OLD/libgka.so NEW/libgka.so [rounds] [cpu family] [NEW's score form]

@@ -14,7 +14,7 @@
 // bandwidth in the same run (memory/read). Varlen ("varlen/.../<how>"): packed
 // documents of mixed lengths in one call, in a call each, and padded. Chunks
 // ("chunks/.../T=<T>/4"): a causal sequence in 4 chunks, every pair's kernels.
-// Counters (rates): GFLOP by GKA.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
+// Counters (rates): GFLOP by docs/spec.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
 // and pairs/s. Benchmarks measure; they assert nothing.
 #include <benchmark/benchmark.h>
 

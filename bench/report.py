@@ -196,7 +196,7 @@ def plot(out, rows, sgemm):
             axes[1].plot(Ts, [x / sgemm for x in gf], label=label, **style)
         axes[0].axhline(sgemm, color="black", linestyle="--", label="sgemm 2048^3")
         axes[1].axhline(1.0, color="black", linestyle="--")
-        for ax, ylabel in zip(axes, ("GFLOP/s (GKA.md accounting)", "ratio to sgemm")):
+        for ax, ylabel in zip(axes, ("GFLOP/s (docs/spec.md accounting)", "ratio to sgemm")):
             ax.set_xscale("log", base=2)
             ax.set_xlabel("T")
             ax.set_ylabel(ylabel)

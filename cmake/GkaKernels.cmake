@@ -27,10 +27,6 @@ foreach (row IN LISTS family_rows)
     list(GET fields 2 GKA_HOST_FEATURES_${family})
     list(GET fields 3 kind)
     list(GET fields 4 GKA_BF16_PRODUCTS_${family})
-    list(GET fields 5 knobs_from)
-    if (NOT knobs_from STREQUAL "-")
-        list(APPEND GKA_KNOBS_TAKERS_${knobs_from} ${family})  # families.tsv's knobs_from
-    endif ()
     if (NOT GKA_BF16_PRODUCTS_${family} MATCHES "^(yes|no)$")
         message(FATAL_ERROR "cmake/families.tsv: bf16_products must be yes or no: '${row}'")
     endif ()
@@ -84,50 +80,42 @@ if (GKA_KERNEL_FEATURES)
 endif ()
 set(GKA_KERNELS gka_forward gka_backward)
 # Head dims compiled with constant loops; "any" serves every other head dim.
-set(GKA_HEAD_DIMS 64 128 any)
+# Cached, for the autotuner, which tunes the others (autotune/gka_autotune.py).
+set(GKA_HEAD_DIMS 64 128 any CACHE INTERNAL "Head dims compiled with constant loops; any serves every other")
 
-# The autotuner's table (schedules/tuned.tsv). A row whose shape class is
-# "any any" sets the knobs of the (family, kernel, head dim) variant:
-# GKA_TUNED_<family>_<kernel>_<head_dim>. A row for a narrower class (a window
+# The autotuner's table (schedules/tuned.tsv), as autotune/tuned_table.py
+# resolves it: rows checked, families.tsv's knobs_from applied, each shape
+# class as numbers, written to GKA_TUNED_RESOLVED (which the tests read too).
+# The row of a (family, kernel, head dim) whose class is every shape
+# (GKA_EVERY_SHAPE) sets the knobs of its variant:
+# GKA_TUNED_<family>_<kernel>_<head_dim>. A row of a narrower class (a window
 # kind, a sequence-length range) adds a variant of its own, listed in
-# GKA_CLASSES_<family>_<kernel>_<head_dim> as "window|seq_len|knobs". A
-# family's rows also serve the families that take its knobs (families.tsv,
-# knobs_from) and have no rows of their own.
-file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv tuned_rows REGEX "^[^#]")
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv)
-set(tuned_families "")
-foreach (row IN LISTS tuned_rows)
-    string(REGEX MATCH "^[^\t]*" family "${row}")
-    list(APPEND tuned_families ${family})
-endforeach ()
+# GKA_CLASSES_<family>_<kernel>_<head_dim> as
+# "window|min_seq_len|max_seq_len|knobs".
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+set(GKA_TUNED_RESOLVED ${PROJECT_BINARY_DIR}/tuned_resolved.tsv)
+set(GKA_EVERY_SHAPE "any|1|0")  # window|min_seq_len|max_seq_len, max 0: no bound
+set(tuned_table ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv)
+set(tuned_table_reader ${CMAKE_CURRENT_LIST_DIR}/../autotune/tuned_table.py)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${tuned_table} ${tuned_table_reader})
+execute_process(COMMAND ${Python3_EXECUTABLE} ${tuned_table_reader} --families ${CMAKE_CURRENT_LIST_DIR}/families.tsv
+                        --table ${tuned_table} --resolve ${GKA_TUNED_RESOLVED}
+                RESULT_VARIABLE failed ERROR_VARIABLE why)
+if (failed)
+    message(FATAL_ERROR "${why}")
+endif ()
+file(STRINGS ${GKA_TUNED_RESOLVED} tuned_rows REGEX "^[^#]")
 foreach (row IN LISTS tuned_rows)
     string(REPLACE "\t" ";" fields "${row}")
-    list(LENGTH fields n)
-    if (n LESS 6)
-        message(FATAL_ERROR "schedules/tuned.tsv: a row needs family, kernel, head_dim, window, seq_len, knobs: '${row}'")
+    list(POP_FRONT fields family kernel head_dim window min_seq_len max_seq_len knobs)
+    if (head_dim EQUAL 0)
+        set(head_dim any)
     endif ()
-    list(GET fields 0 family)
-    list(GET fields 1 kernel)
-    list(GET fields 2 head_dim)
-    list(GET fields 3 window)
-    list(GET fields 4 seq_len)
-    list(GET fields 5 knobs)
-    if (NOT window MATCHES "^(any|global|sliding)$" OR NOT seq_len MATCHES "^(any|[0-9]+-[0-9]*)$")
-        message(FATAL_ERROR "schedules/tuned.tsv: window must be any|global|sliding and seq_len any|lo-|lo-hi: '${row}'")
+    if ("${window}|${min_seq_len}|${max_seq_len}" STREQUAL GKA_EVERY_SHAPE)
+        set(GKA_TUNED_${family}_${kernel}_${head_dim} "${knobs}")
+    else ()
+        list(APPEND GKA_CLASSES_${family}_${kernel}_${head_dim} "${window}|${min_seq_len}|${max_seq_len}|${knobs}")
     endif ()
-    set(served ${family})
-    foreach (taker IN LISTS GKA_KNOBS_TAKERS_${family})
-        if (NOT taker IN_LIST tuned_families)
-            list(APPEND served ${taker})
-        endif ()
-    endforeach ()
-    foreach (f IN LISTS served)
-        if (window STREQUAL "any" AND seq_len STREQUAL "any")
-            set(GKA_TUNED_${f}_${kernel}_${head_dim} "${knobs}")
-        else ()
-            list(APPEND GKA_CLASSES_${f}_${kernel}_${head_dim} "${window}|${seq_len}|${knobs}")
-        endif ()
-    endforeach ()
 endforeach ()
 
 # A build that links the kernels another build folder generated (the TSan
@@ -146,8 +134,8 @@ function(gka_import_kernel name)
 endfunction()
 
 # gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
-# [SEQ_LEN any|lo-|lo-hi] [KNOBS name:value,...|defaults] [SCORES expansion|origin|direct]
-# [ELEMENT float32|bfloat16] [CHUNK]) defines the static library
+# [MIN_SEQ_LEN <n>] [MAX_SEQ_LEN <n>, 0: no bound] [KNOBS name:value,...]
+# [SCORES centred|origin|direct] [ELEMENT float32|bfloat16] [CHUNK]) defines the static library
 # <kernel>_<family>_d<head_dim> (or _any; <kernel>_chunk_... for the CHUNK
 # variant, a chunk's pass: gka.h, gka_forward_chunk), with a suffix for a
 # narrower shape class (_sliding, _t1_2048), for bfloat16 features (_bf16) and
@@ -156,13 +144,13 @@ endfunction()
 # the variant to GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's
 # dispatch table.
 function(gka_add_kernel kernel family head_dim)
-    cmake_parse_arguments(arg "CHUNK" "KNOBS;WINDOW;SEQ_LEN;SCORES;ELEMENT" "" ${ARGN})
+    cmake_parse_arguments(arg "CHUNK" "KNOBS;WINDOW;MIN_SEQ_LEN;MAX_SEQ_LEN;SCORES;ELEMENT" "" ${ARGN})
     set(variants ${kernel})  # the dispatch table the variant joins
     if (arg_CHUNK)
         set(variants ${kernel}_chunk)
     endif ()
     if (NOT arg_SCORES)
-        set(arg_SCORES expansion)
+        set(arg_SCORES centred)
     endif ()
     if (NOT arg_ELEMENT)
         set(arg_ELEMENT float32)
@@ -172,14 +160,16 @@ function(gka_add_kernel kernel family head_dim)
     if (NOT arg_WINDOW)
         set(arg_WINDOW any)
     endif ()
-    if (NOT arg_SEQ_LEN)
-        set(arg_SEQ_LEN any)
+    if (NOT arg_MIN_SEQ_LEN)
+        set(arg_MIN_SEQ_LEN 1)
     endif ()
-    if (NOT arg_KNOBS AND arg_WINDOW STREQUAL "any" AND arg_SEQ_LEN STREQUAL "any")
+    if (NOT arg_MAX_SEQ_LEN)
+        set(arg_MAX_SEQ_LEN 0)  # no bound
+    endif ()
+    # Without KNOBS, the variant of every shape has the tuned table's knobs for
+    # it, and a narrower class's its schedule's defaults.
+    if (NOT arg_KNOBS AND "${arg_WINDOW}|${arg_MIN_SEQ_LEN}|${arg_MAX_SEQ_LEN}" STREQUAL GKA_EVERY_SHAPE)
         set(arg_KNOBS "${GKA_TUNED_${family}_${kernel}_${head_dim}}")
-    endif ()
-    if (arg_KNOBS STREQUAL "defaults")  # a class's row saying its schedule's defaults win there
-        set(arg_KNOBS "")
     endif ()
     if (head_dim STREQUAL "any")
         set(name ${variants}_${family}_any)
@@ -196,16 +186,10 @@ function(gka_add_kernel kernel family head_dim)
     if (NOT arg_WINDOW STREQUAL "any")
         string(APPEND name _${arg_WINDOW})
     endif ()
-    set(min_seq 1)
-    set(max_seq 0)  # no bound
-    if (arg_SEQ_LEN MATCHES "^([0-9]+)-([0-9]*)$")
-        set(min_seq ${CMAKE_MATCH_1})
-        if (CMAKE_MATCH_2)
-            set(max_seq ${CMAKE_MATCH_2})
-            string(APPEND name _t${min_seq}_${max_seq})
-        else ()
-            string(APPEND name _t${min_seq}_up)
-        endif ()
+    if (arg_MAX_SEQ_LEN)
+        string(APPEND name _t${arg_MIN_SEQ_LEN}_${arg_MAX_SEQ_LEN})
+    elseif (arg_MIN_SEQ_LEN GREATER 1)
+        string(APPEND name _t${arg_MIN_SEQ_LEN}_up)
     endif ()
     if (arg_KNOBS)
         list(APPEND params knobs=${arg_KNOBS})
@@ -222,8 +206,8 @@ function(gka_add_kernel kernel family head_dim)
     endif ()
     if (arg_SCORES MATCHES "^(direct|origin)$")
         string(APPEND name _${arg_SCORES})
-    elseif (NOT arg_SCORES STREQUAL "expansion")
-        message(FATAL_ERROR "gka_add_kernel: SCORES must be expansion, origin or direct, not '${arg_SCORES}'")
+    elseif (NOT arg_SCORES STREQUAL "centred")
+        message(FATAL_ERROR "gka_add_kernel: SCORES must be centred, origin or direct (generators/score_form.h), not '${arg_SCORES}'")
     endif ()
     if (GKA_KERNELS_FROM)
         gka_import_kernel(${name})
@@ -244,22 +228,21 @@ function(gka_add_kernel kernel family head_dim)
     if (family IN_LIST GKA_CUDA_FAMILIES)
         set(where cuda)
     endif ()
-    set(GKA_VARIANTS_${variants}_${where} "${GKA_VARIANTS_${variants}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${min_seq}, ${max_seq}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES}, ${element})" PARENT_SCOPE)
+    set(GKA_VARIANTS_${variants}_${where} "${GKA_VARIANTS_${variants}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${arg_MIN_SEQ_LEN}, ${arg_MAX_SEQ_LEN}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES}, ${element})" PARENT_SCOPE)
     set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
 endfunction()
 
 # gka_add_kernel for a (kernel, family, head dim) and for each narrower shape
 # class the tuned table has for it; further arguments (ELEMENT) go to each.
-# (The direct score form, the fallback for inputs the expansion does not
+# (The direct score form, the fallback for inputs the expansions do not
 # serve, is one "any" variant per CPU family and element type:
 # runtime/CMakeLists.txt.)
 macro(gka_add_kernel_and_classes kernel family head_dim)
     gka_add_kernel(${kernel} ${family} ${head_dim} ${ARGN})
     foreach (class IN LISTS GKA_CLASSES_${family}_${kernel}_${head_dim})
         string(REPLACE "|" ";" class "${class}")
-        list(GET class 0 window)
-        list(GET class 1 seq_len)
-        list(GET class 2 knobs)
-        gka_add_kernel(${kernel} ${family} ${head_dim} WINDOW ${window} SEQ_LEN ${seq_len} KNOBS ${knobs} ${ARGN})
+        list(POP_FRONT class window min_seq_len max_seq_len knobs)
+        gka_add_kernel(${kernel} ${family} ${head_dim} WINDOW ${window} MIN_SEQ_LEN ${min_seq_len}
+                       MAX_SEQ_LEN ${max_seq_len} KNOBS "${knobs}" ${ARGN})
     endforeach ()
 endmacro()

@@ -1,6 +1,6 @@
 // A short demonstration on this machine: GKA forward and backward through libgka
 // on a language-model-sized shape, checked against the double reference loops
-// (on one head, which costs seconds), with times and GFLOP/s (GKA.md's accounting).
+// (on one head, which costs seconds), with times and GFLOP/s (docs/spec.md's accounting).
 #include <algorithm>
 #include <chrono>
 #include <cmath>

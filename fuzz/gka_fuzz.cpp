@@ -2,7 +2,7 @@
 // (both entry points) on a CPU family, score form and thread count it picks:
 // - a valid problem, from the randomized accuracy test's generator or at the
 //   validator's edges (head dims to 130, any window), judged against the
-//   double reference by GKA.md's accuracy contract (also through the
+//   double reference by docs/spec.md's accuracy contract (also through the
 //   bfloat16 calls, by the bfloat16 contract);
 // - an invalid one (a dimension < 1, a window bound < -1, a NULL pointer, a
 //   sigma not finite and > 0, a shape past 32-bit indexing), which must fail

@@ -1,4 +1,4 @@
-// GKA backward, algorithm only (GKA.md, "Backward"): every Func a schedule needs,
+// GKA backward, algorithm only (docs/spec.md, "Backward"): every Func a schedule needs,
 // by name. x is query, key and value at once, so dx sums three paths:
 //   query: dx_i += 1/sigma^2 sum_j dS_ij (x_j - x_i)     summed over the keys of query i
 //   key:   dx_j += 1/sigma^2 sum_i dS_ij (x_i - x_j)     summed over the queries of key j
@@ -14,9 +14,9 @@
 
 namespace gka {
 
-// P, dP and dS of GKA.md for every pair (j, i, h, b), dS times a per-head
-// scale; P and dS are 0 where masked. Expansion: dprob is dP_ij on centred
-// features and dS = P (dP - Dl). Direct: dprob is dP_ij - Dl_i itself, formed
+// P, dP and dS of docs/spec.md for every pair (j, i, h, b), dS times a per-head
+// scale; P and dS are 0 where masked. Centred form: dprob is dP_ij on centred
+// features and dS = P (dP - Dl). Direct form: dprob is dP_ij - Dl_i itself, formed
 // as dy_i . (x_j - y_i), whose terms shrink with x_j - y_i: a near-one-hot
 // row (y_i near x_i) keeps its tiny dS, and a row whose only key is itself
 // (y_i = x_i) has dS = 0 exactly.
@@ -34,9 +34,9 @@ struct PairTerms {
 };
 
 // What every backward algorithm reads: the inputs, clamped past T, and Dl.
-// Expansion: x and y centred (x - centre, y - centre: GKA is translation
+// Centred form: x and y centred (x - centre, y - centre: GKA is translation
 // invariant, and so are the backward's sums over x_j - x_i and x_j - y_i),
-// so that no product is of the common offset. Direct: as they are.
+// so that no product is of the common offset. Direct form: as they are.
 struct BackwardInputs {
     Vars v;
     Expr head_dim;
@@ -44,9 +44,9 @@ struct BackwardInputs {
     ScoreForm form;
     Centre centre;                  // (d, h, b)
     Func centred{"centred"};        // x - centre, clamped past T                (d, h, t, b)
-    Func x, y, dy, lse;             // inputs, clamped past T (x and y centred in Expansion)
-    Func key_x;                     // the keys' features: x, or a chunk's keys (Direct)
-    Func delta{"delta"};            // Dl_i = dy_i . y_i (Expansion only)         (t, h, b)
+    Func x, y, dy, lse;             // inputs, clamped past T (x and y centred in the centred form)
+    Func key_x;                     // the keys' features: x, or a chunk's keys (direct form)
+    Func delta{"delta"};            // Dl_i = dy_i . y_i (centred form only)       (t, h, b)
 };
 
 // `keys`: a chunk's (gka_forward.h; the direct form's alone), or undefined:
@@ -54,8 +54,8 @@ struct BackwardInputs {
 inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y, Func lse, Func dy, Expr head_dim,
                                    const Mask &mask, ScoreForm form) {
     const Vars &v = p.v;
-    if (keys.defined() && form != ScoreForm::Direct) throw std::invalid_argument("gka backward: chunks take scores=direct");
-    if (form == ScoreForm::Origin) throw std::invalid_argument("gka backward: scores=origin is the forward's alone");
+    if (keys.defined() && form != ScoreForm::direct) throw std::invalid_argument("gka backward: chunks take scores=direct");
+    if (form == ScoreForm::origin) throw std::invalid_argument("gka backward: scores=origin is the forward's alone");
     p.head_dim = head_dim;
     p.mask = mask;
     p.form = form;
@@ -64,7 +64,7 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y,
     p.centred(v.d, v.h, v.t, v.b) = x_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
     p.dy = clamped_features(dy, mask.seq_len);
     p.lse = Halide::BoundaryConditions::repeat_edge(lse, {{0, mask.seq_len}, {Expr(), Expr()}, {Expr(), Expr()}});
-    if (form == ScoreForm::Direct) {
+    if (form == ScoreForm::direct) {
         p.x = x_in;
         p.y = y_in;
         p.key_x = keys.defined() ? clamped_features(keys, mask.key_len) : p.x;
@@ -84,12 +84,12 @@ inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *dir
                 Func(prefix + "prob"), Func(prefix + "dprob"), Func(prefix + "dscore"), Func(prefix + "dsigma_term")};
     const RDom &rd = t.scores.rd;
     const Expr s = t.scores.score(v.j, v.i, v.h, v.b);  // the direct form's self pair is 0 as computed
-    t.score(v.j, v.i, v.h, v.b) = p.form == ScoreForm::Expansion ? Halide::select(v.i == v.j, 0.0f, s) : s;
+    t.score(v.j, v.i, v.h, v.b) = p.form == ScoreForm::centred ? Halide::select(v.i == v.j, 0.0f, s) : s;
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
         p.mask.allowed(v.i, v.j), exp_nonpositive(t.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
     const Expr key = t.scores.key_features(rd, v.h, v.j, v.b);
     Expr dprob_less_delta;  // dP_ij - Dl_i
-    if (p.form == ScoreForm::Direct) {
+    if (p.form == ScoreForm::direct) {
         t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * (key - p.y(rd, v.h, v.i, v.b));
         dprob_less_delta = t.dprob(v.j, v.i, v.h, v.b);
     } else {
@@ -123,9 +123,9 @@ struct BackwardPipeline : BackwardInputs {
 };
 
 // key_block, query_block: the tokens a block of each direction's windows (Mask::window).
-// The paths' differences as in gka_backward_fused.h: Expansion sums dS times
+// The paths' differences as in gka_backward_fused.h: the centred form sums dS times
 // the other token's centred features and subtracts (sum dS) times its own at
-// the end; Direct carries each term's own difference (x_j - x_i), so that
+// the end; the direct form carries each term's own difference (x_j - x_i), so that
 // near-duplicate tokens' terms are as small as their differences. A chunk
 // (gka_forward.h; direct form) has `keys` of its own: the query direction
 // walks them, the key direction walks its key bands, and its keys' paths go
@@ -134,7 +134,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func keys, Func sigma, 
                             Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
                             ScoreForm form, Func dx, Func dx_keys, Func dsigma, Func spread) {
     const Vars &v = p.v;
-    const bool direct = form == ScoreForm::Direct, chunk = keys.defined();
+    const bool direct = form == ScoreForm::direct, chunk = keys.defined();
     define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form);
     p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair

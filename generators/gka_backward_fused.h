@@ -1,4 +1,4 @@
-// GKA backward in one pass over the pairs, algorithm only (GKA.md, "Backward").
+// GKA backward in one pass over the pairs, algorithm only (docs/spec.md, "Backward").
 // Each pair term is computed once and feeds both directions, as in
 // FlashAttention-2's backward: for each band of keys, the queries of its window
 // go by blocks, and each pair's dS and P are added both to its key's sums
@@ -7,7 +7,7 @@
 // order, so that a schedule can fuse them (compute_with) and keep one tile of
 // pair terms for both. The order is fixed: the results are deterministic.
 // (gka_backward.h walks the pairs twice, once per direction, and computes each
-// pair term twice: 7 GEMM-sized products for GKA.md's 5.)
+// pair term twice: 7 GEMM-sized products for docs/spec.md's 5.)
 //
 // The key bands are dealt round-robin to `groups` groups (1 when batch x heads
 // gives enough tasks), each with sums of its own, added at the end, so that
@@ -15,11 +15,11 @@
 // head's queries take terms from every key band. The groups depend on the
 // shape only, never on the thread count: the results do not either.
 //
-// Expansion: each path is a sum of dS times the other token's centred
+// Centred form: each path is a sum of dS times the other token's centred
 // features less the sum of dS times its own: the query path of x_i is
 // (sum_j dS_ij c_j - (sum_j dS_ij) c_i) / sigma^2. (sum_j dS_ij is 0 in exact
-// arithmetic, GKA.md, but not from the fp32 y and lse a trainer passes:
-// dropping it costs errors of y's rounding times c_i.) Direct:
+// arithmetic, docs/spec.md, but not from the fp32 y and lse a trainer passes:
+// dropping it costs errors of y's rounding times c_i.) Direct form:
 // each term carries its own difference, (x_i - x_j) in the key's sum and
 // (x_j - x_i) in the query's, so that near-duplicate tokens' terms are as
 // small as their differences and nothing is dropped.
@@ -41,7 +41,7 @@ struct FusedBackwardPipeline : BackwardInputs {
     Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b, group)
     Func key_stats{"key_stats"};    // {sum_i dS_it / sigma^2, sum_i dsigma_term_it}  (h, t, b, group)
     Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b, group)
-    Func query_stats{"query_stats"};  // sum_j dS_tj / sigma^2 (Expansion)      (h, t, b, group)
+    Func query_stats{"query_stats"};  // sum_j dS_tj / sigma^2 (centred form)   (h, t, b, group)
     // and the groups' totals.
     RDom groups;
     Func pair_sum{"pair_sum"};      // key_sum + query_sum; a chunk's query_sum   (d, h, t, b)
@@ -88,7 +88,7 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func keys, F
     const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, key_band);
 
     const Expr ds = p.terms.dscore(key, query, v.h, v.b), prob = p.terms.prob(key, query, v.h, v.b);
-    const bool direct = form == ScoreForm::Direct;
+    const bool direct = form == ScoreForm::direct;
     const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
     p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.key_sum(v.d, v.h, key, v.b, g) += ds * (direct ? query_x - key_x : query_x) + prob * p.dy(v.d, v.h, query, v.b);

@@ -1,4 +1,4 @@
-// GKA decode, algorithm only: GKA.md's forward for a few new tokens of each
+// GKA decode, algorithm only: docs/spec.md's forward for a few new tokens of each
 // sequence, against the features of the tokens before them, held in a cache
 // (keys and values are the features: a cache of x alone), and against one
 // another. Every Func a schedule needs, by name.
@@ -9,9 +9,9 @@
 // and a ring of W - 1 slots or more holds every key a (W-1, 0) window reaches.
 // A query's keys are the cached positions [first, L), where first leaves out
 // what neither the cache nor the window keeps, and the new tokens up to
-// itself; GKA.md's mask (Mask::allowed) on positions decides each pair.
+// itself; docs/spec.md's mask (Mask::allowed) on positions decides each pair.
 //
-// Scores in the direct form (ScoreForm::Direct): decode reads each key once
+// Scores in the direct form (ScoreForm::direct): decode reads each key once
 // per query, so it waits on memory and the direct form's extra subtraction is
 // free, and it meets the accuracy contract on every input without a spread test.
 //
@@ -73,8 +73,8 @@ inline void define_decode(DecodePipeline &p, Func x, Func cache, Func lengths, F
     const Expr slot = Halide::clamp(Halide::select(unwrapped < capacity, unwrapped, unwrapped - capacity), 0,
                                     capacity - 1);
     p.cached(v.d, v.h, v.t, v.b) = p.cache(v.d, v.h, slot, v.b);
-    p.cached_scores = gaussian_scores(p.cached, p.fresh, p.fresh, sigma, head_dim, ScoreForm::Direct, v);
-    p.fresh_scores = gaussian_scores(p.fresh, p.fresh, p.fresh, sigma, head_dim, ScoreForm::Direct, v);
+    p.cached_scores = gaussian_scores(p.cached, p.fresh, p.fresh, sigma, head_dim, ScoreForm::direct, v);
+    p.fresh_scores = gaussian_scores(p.fresh, p.fresh, p.fresh, sigma, head_dim, ScoreForm::direct, v);
     p.cached_weight(v.j, v.i, v.h, v.b) = Halide::select(
         mask.allowed(query, length - p.key_count(v.b) + v.j), exp_nonpositive(p.cached_scores.score(v.j, v.i, v.h, v.b)), 0.0f);
     p.fresh_weight(v.j, v.i, v.h, v.b) = Halide::select(

@@ -1,4 +1,4 @@
-// GKA forward, algorithm only (GKA.md, "Forward"): every Func a schedule needs,
+// GKA forward, algorithm only (docs/spec.md, "Forward"): every Func a schedule needs,
 // by name. One pass and no running max: s_ii = 0 is the row maximum, so every
 // weight exp(s_ij) is in (0, 1] and each row sum is >= 1.
 //
@@ -29,7 +29,7 @@ struct ForwardPipeline {
     Func x;                             // features, clamped past T (d, h, t, b)
     Func values;                        // the keys' features: x, or a chunk's keys (d, h, t, b)
     Centre centre;                      // (d, h, b)
-    Func centred{"centred"};            // x - centre (Origin: x)           (d, h, t, b)
+    Func centred{"centred"};            // x - centre (origin form: x)         (d, h, t, b)
     Scores scores;
     RDom keys;                          // the window of a band by blocks (Mask::key_in_window)
     Func weight{"weight"};              // exp(s_ij), 0 where masked and for j = i   (j, i, h, b)
@@ -48,12 +48,12 @@ struct ForwardPipeline {
 // bf16_products (bfloat16 features): the value sum multiplies the weights
 // rounded to bfloat16 by the features, each product exact, summed in float
 // (as bfloat16 dot products do, two keys a step); every other product, the
-// scores and the row sums are float (README, "bfloat16").
+// scores and the row sums are float (docs/accuracy.md, "bfloat16").
 inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Expr head_dim, const Mask &mask,
                            int key_block, ScoreForm form, Func y, Func lse, Func spread, bool bf16_products = false) {
     const Vars &v = p.v;
     const bool chunk = keys.defined();
-    if (chunk && form != ScoreForm::Direct) throw std::invalid_argument("gka forward: chunks take scores=direct");
+    if (chunk && form != ScoreForm::direct) throw std::invalid_argument("gka forward: chunks take scores=direct");
     p.head_dim = head_dim;
     p.mask = mask;
     p.form = form;
@@ -61,8 +61,8 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
     p.values = chunk ? clamped_features(keys, mask.key_len) : p.x;
     p.centre = feature_centre(p.x, mask.seq_len, v);
     const Expr features = p.x(v.d, v.h, v.t, v.b);
-    p.centred(v.d, v.h, v.t, v.b) = form == ScoreForm::Origin ? features : features - p.centre.mean(v.d, v.h, v.b);
-    if (form != ScoreForm::Direct) {
+    p.centred(v.d, v.h, v.t, v.b) = form == ScoreForm::origin ? features : features - p.centre.mean(v.d, v.h, v.b);
+    if (form != ScoreForm::direct) {
         p.scores = gaussian_scores(p.centred, p.centred, sigma, head_dim, form, v);
     } else {
         p.scores = gaussian_scores(p.values, p.x, p.centred, sigma, head_dim, form, v);

@@ -1,9 +1,10 @@
 // The math of Gaussian Kernel Attention shared by the forward and backward
-// generators (../shared/GKA.md), written once so that the two cannot drift apart.
+// generators (docs/spec.md), written once so that the two cannot drift apart.
 // Algorithm only: nothing here says how or where anything is computed.
 #pragma once
 
 #include "Halide.h"
+#include "score_form.h"
 
 namespace gka {
 
@@ -157,21 +158,19 @@ inline Expr exp_nonpositive(Expr s) {
     return Halide::select(underflows, 0.0f, e);
 }
 
-// How a kernel forms |x_i - x_j|^2 (the runtime picks per call, GKA.md's
-// accuracy contract):
-// - Expansion: |c_i|^2 + |c_j|^2 - 2 c_i.c_j over features centred on a point
-//   of their own (head, batch), c = x - centre: the pair loop is a dot
-//   product, a GEMM. Its rounding is about eps * sqrt(D) * |c|^2 / sigma^2
-//   in a score, so it serves inputs whose centred features are not far, in
-//   units of sigma, from one another (the kernels report max |c|^2: spread).
-// - Origin (the forward's): the same expansion over the features as they
-//   are, the origin as their centre. It serves inputs whose features lie
-//   near the origin, in units of sigma, and saves the centring: the key
-//   features are read where the values are, with no centred copy between
-//   (the runtime tries it where the input's sampled tokens allow).
-// - Direct: sum_d (x_id - x_jd)^2, exact for near-duplicate tokens however
-//   far from the centre; about twice the pair work.
-enum class ScoreForm { Expansion, Origin, Direct };
+// The score forms (score_form.h), as the algorithms compute them; the runtime
+// picks one per call by docs/spec.md's accuracy contract:
+// - centred: c = x - centre, a point of each (head, batch)'s own: the pair
+//   loop is a dot product, a GEMM. Its rounding is about
+//   eps * sqrt(D) * |c|^2 / sigma^2 in a score, so it serves inputs whose
+//   centred features are not far, in units of sigma, from one another (the
+//   kernels report max |c|^2: spread).
+// - origin (the forward's): c = x. It serves inputs whose features lie near
+//   the origin, in units of sigma, and saves the centring: the key features
+//   are read where the values are, with no centred copy between (the runtime
+//   tries it where the input's sampled tokens allow).
+// - direct: exact for near-duplicate tokens however far from the centre;
+//   about twice the pair work.
 
 // The centre of each (head, batch)'s features (d, h, b): the mean of up to 16
 // tokens spread over the sequence. Any fixed point leaves GKA unchanged (it
@@ -198,14 +197,14 @@ struct Scores {
     Func key_features{"key_features"}, query_features{"query_features"};  // (d, h, t, b)
     Func sqnorm{"sqnorm"};            // |c_t|^2 of the features about the centre  (t, h, b)
     Func inv_two_var{"inv_two_var"};  // 1 / (2 sigma_h^2)       (h)
-    Func dot{"dot"};                  // the pair reduction over d: c_j.c_i (Expansion),
-                                      // |x_j - x_i|^2 (Direct)   (j, i, h, b)
+    Func dot{"dot"};                  // the pair reduction over d: c_j.c_i (centred, origin),
+                                      // |x_j - x_i|^2 (direct)   (j, i, h, b)
     Func score{"score"};              // s_ij <= 0               (j, i, h, b)
     RDom rd;                          // over the head dimension
 };
 
-// `features`: what the pair reduction reads: centred (Expansion) or as they
-// are (Origin, Direct). `centred`: the features about the form's centre (the
+// `features`: what the pair reduction reads: centred (centred form) or as they
+// are (origin, direct). `centred`: the features about the form's centre (the
 // origin's: x), whose norms make the expansion and the spread. The
 // expansion's self pair rounds a hair off 0: each pass says what it makes of
 // that pair (the forward leaves it out of its sums, the backward's PairTerms
@@ -221,7 +220,7 @@ inline Scores gaussian_scores(Func keys, Func queries, Func centred, Func sigma,
     s.query_features(v.d, v.h, v.t, v.b) = queries(v.d, v.h, v.t, v.b);
     s.sqnorm(v.t, v.h, v.b) += centred(rd, v.h, v.t, v.b) * centred(rd, v.h, v.t, v.b);
     s.inv_two_var(v.h) = 0.5f / (sigma(v.h) * sigma(v.h));
-    if (form == ScoreForm::Direct) {
+    if (form == ScoreForm::direct) {
         const Expr diff = s.key_features(rd, v.h, v.j, v.b) - s.query_features(rd, v.h, v.i, v.b);
         s.dot(v.j, v.i, v.h, v.b) += diff * diff;
         s.score(v.j, v.i, v.h, v.b) = -s.dot(v.j, v.i, v.h, v.b) * s.inv_two_var(v.h);

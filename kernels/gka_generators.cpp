@@ -2,6 +2,8 @@
 // (generators/) paired with its target's schedule (schedules/). Shapes come
 // from the buffers at run time (any B, T, H, D >= 1); the window is a
 // run-time input.
+#include <iterator>
+
 #include "../schedules/schedules.h"
 
 namespace {
@@ -45,9 +47,12 @@ void dense_per_head(Buf &buf, const Expr &heads, const Expr &batch) {
     buf.dim(1).set_bounds(0, batch).set_stride(heads);
 }
 
-const std::map<std::string, gka::ScoreForm> score_forms = {{"expansion", gka::ScoreForm::Expansion},
-                                                           {"origin", gka::ScoreForm::Origin},
-                                                           {"direct", gka::ScoreForm::Direct}};
+// The generators' `scores` parameter takes score_form.h's names.
+const std::map<std::string, gka::ScoreForm> score_forms = [] {
+    std::map<std::string, gka::ScoreForm> forms;
+    for (int k = 0; k < int(std::size(gka::score_form_names)); k++) forms[gka::score_form_names[k]] = gka::ScoreForm(k);
+    return forms;
+}();
 
 template<typename Buf>
 void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &batch) {
@@ -70,7 +75,7 @@ class GkaGenerator : public Generator<G> {
 public:
     GeneratorParam<std::string> knobs{"knobs", ""};
     GeneratorParam<int> fixed_head_dim{"head_dim", 0};
-    GeneratorParam<gka::ScoreForm> form{"scores", gka::ScoreForm::Expansion, score_forms};
+    GeneratorParam<gka::ScoreForm> form{"scores", gka::ScoreForm::centred, score_forms};
     GeneratorParam<Type> element{"element", Float(32)};
     GeneratorParam<bool> chunk{"chunk", false};
 
@@ -256,7 +261,7 @@ public:
     }
 
     void generate() {
-        if (form != gka::ScoreForm::Direct) throw std::invalid_argument("gka_decode: scores=direct only");
+        if (form != gka::ScoreForm::direct) throw std::invalid_argument("gka_decode: scores=direct only");
         const Expr head_dim = head_dim_of(*x), heads = x->dim(1).extent();
         const Expr new_tokens = x->dim(2).extent(), batch = x->dim(3).extent(), capacity = cache->dim(2).extent();
 

@@ -37,10 +37,11 @@ gka_status fail(gka_status status, std::string message) {
 void record_halide_error(void *, const char *message) { last_error = std::string("halide: ") + message; }
 
 std::atomic<const CpuFamily *> forced_family{nullptr};
-// gka_set_score_form: the forms a call may try before the direct one, and
-// their names, in the enum's order.
-enum class ScoreSetting { automatic, centred, direct };
-const char *const score_setting_names[] = {"auto", "centred", "direct"};
+// gka_set_score_form: the first form a call tries (score_form.h's names),
+// each next one until one serves the inputs, direct last; "auto" starts about
+// the origin only where sampled tokens allow. In the enum's order.
+enum class ScoreSetting { automatic, origin, centred, direct };
+const char *const score_setting_names[] = {"auto", "origin", "centred", "direct"};
 std::atomic<ScoreSetting> score_setting{ScoreSetting::automatic};
 std::string startup_error;  // a bad GKA_CPU_TARGET / GKA_NUM_THREADS, reported by every call
 std::once_flag initialized;
@@ -119,8 +120,8 @@ const CpuFamily *current_family() {
     const CpuFamily *f = forced_family.load();
     if (f == nullptr) f = best_supported_family();
     if (f == nullptr) {
-        fail(GKA_ERR_UNSUPPORTED, "no compiled family runs here: this CPU lacks SSE4.1, the least any needs, or "
-                                  "GKA_HOST_FAMILIES names none it has");
+        fail(GKA_ERR_UNSUPPORTED, std::string("no compiled family runs here: this CPU lacks the features of each of ") +
+                                      gka_cpu_families() + " (cmake/families.tsv), or GKA_HOST_FAMILIES names none it has");
     }
     return f;
 }
@@ -234,7 +235,7 @@ gka::WindowKind window_kind(const gka_window &w, const gka_shape &s) {
     return gka::window_kind(w.left, w.right, s.seq_len);
 }
 
-// Whether the expansion's scores meet the accuracy contract (GKA.md) on these
+// Whether the expansion's scores meet the accuracy contract (docs/spec.md) on these
 // inputs: each score's rounding is about eps * sqrt(D) * |c|^2 / sigma^2 for
 // features c about the variant's centre (the origin's: x itself), and its
 // weight's relative error the same. Where some
@@ -286,13 +287,13 @@ bool origin_may_serve(const T *x, const gka_shape &s, const float *sigma) {
 // The score forms a call tries in turn: each until one serves its inputs,
 // the direct form (which serves every input) last.
 struct FormsToTry {
-    gka::Scores forms[3];
+    gka::ScoreForm forms[3];
     int count = 0;
 
-    FormsToTry(bool origin, bool expansion) {
-        if (origin) forms[count++] = gka::Scores::origin;
-        if (expansion) forms[count++] = gka::Scores::expansion;
-        forms[count++] = gka::Scores::direct;
+    FormsToTry(bool origin, bool centred) {
+        if (origin) forms[count++] = gka::ScoreForm::origin;
+        if (centred) forms[count++] = gka::ScoreForm::centred;
+        forms[count++] = gka::ScoreForm::direct;
     }
 };
 
@@ -327,10 +328,11 @@ gka_status forward(gka_shape shape, gka_window window, const T *x, const float *
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
     const ScoreSetting setting = score_setting;
-    const bool expansion = setting != ScoreSetting::direct;
+    const bool origin = setting == ScoreSetting::origin ||
+                        (setting == ScoreSetting::automatic && origin_may_serve(x, shape, sigma));
     return run_serving_form(
-        FormsToTry(setting == ScoreSetting::automatic && origin_may_serve(x, shape, sigma), expansion),
-        [&](gka::Scores form) {
+        FormsToTry(origin, setting != ScoreSetting::direct),
+        [&](gka::ScoreForm form) {
             return gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len, form, ElementOf<T>::element);
         },
         [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread, sigma);
@@ -357,7 +359,7 @@ gka_status backward(gka_shape shape, gka_window window, const T *x, const float 
     gka::DenormalsFlushed flushed;
     return run_serving_form(
         FormsToTry(false, score_setting != ScoreSetting::direct && !self_only(w, shape)),
-        [&](gka::Scores form) {
+        [&](gka::ScoreForm form) {
             return gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len, form, ElementOf<T>::element);
         },
         [&](const auto *k) { return k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread); }, spread,
@@ -479,12 +481,12 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
         if (has) p.resize(p.size() - suffix.size());
         return has;
     };
-    const gka::Scores scores = strip("_direct")   ? gka::Scores::direct
-                               : strip("_origin") ? gka::Scores::origin
-                                                  : gka::Scores::expansion;
+    const gka::ScoreForm scores = strip("_direct")   ? gka::ScoreForm::direct
+                                  : strip("_origin") ? gka::ScoreForm::origin
+                                                     : gka::ScoreForm::centred;
     const bool bf16 = strip("_bf16");
     const gka::Element element = bf16 ? gka::Element::bf16 : gka::Element::f32;
-    if (scores == gka::Scores::origin && p != "forward") return nullptr;  // the forward's form alone
+    if (scores == gka::ScoreForm::origin && p != "forward") return nullptr;  // the forward's form alone
     // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one
     // (the CUDA kernels are the direct form, whatever the pass's suffix says).
     if (p == "forward") {
@@ -511,14 +513,15 @@ const char *gka_last_kernel(void) { return last_kernel; }
 
 gka_status gka_set_score_form(const char *form) {
     last_error.clear();
-    const std::string f = form && *form ? form : "auto";
+    std::string f = form && *form ? form : "auto";
+    if (f == "expansion") f = "centred";  // the centred form's former name, kept for older callers
     for (size_t k = 0; k < std::size(score_setting_names); k++) {
         if (f == score_setting_names[k]) {
             score_setting = ScoreSetting(k);
             return GKA_OK;
         }
     }
-    return fail(GKA_ERR_INVALID_ARGUMENT, "unknown score form '" + f + "' (forms: auto, centred, direct)");
+    return fail(GKA_ERR_INVALID_ARGUMENT, "unknown score form '" + f + "' (forms: auto, origin, centred, direct)");
 }
 
 const char *gka_score_form(void) { return score_setting_names[int(score_setting.load())]; }

@@ -1,5 +1,5 @@
 // What libgka's host entry points (gka.cpp) share with its device entry points
-// (cuda_device.cpp): errors, one-time initialization, argument validation.
+// (cuda_*.cpp): errors, one-time initialization, argument validation.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "HalideRuntime.h"
+#include "../generators/score_form.h"  // how a variant forms |x_i - x_j|^2
 
 namespace gka {
 
@@ -49,10 +50,6 @@ using CudaBackwardChunkKernel = int (*)(const void *, halide_buffer_t *, halide_
                                         int32_t, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
                                         halide_buffer_t *);
 
-// How a variant forms |x_i - x_j|^2 (generators/gka_math.h's ScoreForm): the
-// fast expansion over centred features, the same about the origin (the
-// forward's alone), or the direct differences that serve every input.
-enum class Scores { expansion, origin, direct };
 
 // The feature tensors' element type a variant takes (x, y, dy, dx; sigma, lse
 // and dsigma are float32 in every variant).
@@ -90,7 +87,7 @@ struct Variant {
     Kernel run;
     const char *name;   // the kernel's function name, e.g. gka_forward_avx512_d64_sliding
     const char *knobs;  // its schedule knobs from schedules/tuned.tsv; "" = the schedule's defaults
-    Scores scores;
+    ScoreForm form;
     Element element;
 };
 
@@ -99,9 +96,9 @@ struct Variant {
 // each score form and element type; the CUDA families have the direct form
 // alone).
 const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
-                                              Scores = Scores::expansion, Element = Element::f32);
+                                              ScoreForm = ScoreForm::centred, Element = Element::f32);
 const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
-                                                Scores = Scores::expansion, Element = Element::f32);
+                                                ScoreForm = ScoreForm::centred, Element = Element::f32);
 // A chunk's passes: the direct form, float32.
 const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, int64_t head_dim);
 const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, int64_t head_dim);

@@ -16,42 +16,29 @@
 //   block); and to its keys' scalar sums of dS and dS*s, a key a lane: three
 //   updates fused (compute_with), all reading the one tile.
 // A group's sums are written by one task in a fixed order: deterministic, no
-// atomics. The price was B*H tasks at most (B=1, H=1 ran on one thread); where
-// B*H is below min_tasks, the key bands are dealt round-robin to groups, each
-// a task with sums of its own, added at the end (the groups' count follows
-// the shape alone, so results do not depend on the thread count).
+// atomics. With one task per (head, batch) alone, B*H would bound the tasks
+// (B=1, H=1 would run on one thread); where B*H is below min_tasks, the key
+// bands are dealt round-robin to groups, each a task with sums of its own,
+// added at the end (the groups' count follows the shape alone, so results do
+// not depend on the thread count).
 //
-// Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, tuned knobs, medians of
-// three gka_bench runs; OpenBLAS sgemm 2048^3 = 186 GFLOP/s in the same runs):
-// causal D=64 177 GFLOP/s (GKA.md's 10*D*pairs, 0.93x sgemm), D=128 171
-// (0.91x); (255, 0) D=64 130, D=128 144.
-//
-// What moved it, each an interleaved A/B of two generators (B=1, H=8, T=4096
-// unless said):
-// - one pass instead of two (each pass recomputing S and dP: 7 GEMM-sized
-//   products for GKA.md's 5): 1.25-1.35x on every window and head dim;
-// - tiles over keys instead of queries (above). Before, each query block's x
-//   and dy were transposed per key band, every query ~9 times at (255, 0) with
-//   bands of 32; a query's row of sums was loaded and stored per 4-8 keys; the
-//   scalar sums were scalar adds. Untuned defaults against the tuned knobs of
-//   the former schedule: causal D=64 1.16-1.18x, D=128 1.12-1.15x; (255, 0)
-//   D=64 1.14-1.18x, D=128 1.18-1.23x. Against its defaults at T=2048: AVX2
-//   1.46-1.59x, SSE4.1 1.08-1.22x;
-// - Dl (dy . y per token) with heads in parallel and d in the lanes: it ran
-//   on one thread at B=1, all gathers, 3% of the (255, 0) D=128 time.
-// - the queries' sums by micro-tiles of queries (query_tile). Before, each
-//   query's row took the products of a group of keys in turn (16 on AVX-512,
-//   8 on AVX2 and SSE4.1): a chain of as many dependent FMAs (4 cycles each)
-//   per row and vector of d, whose latency the out-of-order core could not
-//   hide. Defaults against the former defaults, causal T=4096 on an Intel
-//   Xeon (autotune harness, 3 pairs of runs): AVX-512 D=64 1.08x, D=128
-//   1.10x; AVX2 1.03x, SSE4.1 1.05x (D=64).
-// - key-band groups (min_tasks): causal T=4096, B=1 H=1 on the Intel Xeon's
-//   2 cores (libgka, 5-100 calls a run, 2-3 runs): D=64 1.7x (22 ms for
-//   36-40), D=128 1.7x (45 for 73-78), T=1024 D=64 1.25x. Groups cost ~8%
-//   where the heads already fill the cores (H=2 with 2 groups: 85 ms against
-//   79 at D=128), hence 2 by default: a host of more cores gains from a
-//   min_tasks of about its core count.
+// Why it is shaped so (the A/B figures behind each choice, with their hosts,
+// are in docs/performance.md, "Schedule choices"):
+// - One pass over the pairs: two passes would each recompute S and dP, 7
+//   GEMM-sized products for docs/spec.md's 5.
+// - Tiles vectorized over keys, not queries: tiles over queries would
+//   transpose each query block's x and dy per key band (every query ~9 times
+//   at (255, 0) with bands of 32), load and store a query's row of sums per
+//   4-8 keys, and make the scalar sums scalar adds.
+// - Dl (dy . y per token) runs with heads in parallel and d in the lanes, not
+//   on one thread at B=1 with gathers.
+// - The queries' sums go by micro-tiles of query_tile queries: a query's row
+//   taking the products of a group of keys in turn (16 on AVX-512, 8 on AVX2
+//   and SSE4.1) would be a chain of as many dependent FMAs (4 cycles each)
+//   per row and vector of d, whose latency the out-of-order core cannot hide.
+// - Key-band groups (min_tasks) fill the cores where B*H does not, and cost
+//   ~8% where the heads already fill them; hence 2 by default: a host of more
+//   cores gains from a min_tasks of about its core count.
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -127,7 +114,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     const Vars &v = p.v;
 
     schedule_centre(p.centre, v, vec);
-    if (p.form == ScoreForm::Expansion) schedule_token_dot(p.delta, v, p.head_dim, vec);
+    if (p.form == ScoreForm::centred) schedule_token_dot(p.delta, v, p.head_dim, vec);
     head_major(p.x, vec);
     if (p.dx_keys.defined()) head_major(p.key_x, vec);  // a chunk's keys
     head_major(p.dy, vec);
@@ -169,7 +156,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
         .allow_race_conditions()
         .vectorize(p.key_in_block, vec);
     std::vector<Stage> fused = {query_sum, key_sum, key_stats};
-    if (p.form == ScoreForm::Expansion) {
+    if (p.form == ScoreForm::centred) {
         // Queries' scalar sums: a query's keys of the block are a vector of the
         // tile, added lane by lane into partial sums (rfactor), whose lanes are
         // summed once at the end: a vector add per query and block.
@@ -205,7 +192,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);
     // The groups' totals, 16 tokens of a head at a time (one group: a copy).
-    if (p.form == ScoreForm::Expansion) p.dscore_sum.compute_at(p.dx, v.h);
+    if (p.form == ScoreForm::centred) p.dscore_sum.compute_at(p.dx, v.h);
     std::vector<std::pair<Func, Func>> totals = {{p.dx, p.pair_sum}};
     if (p.dx_keys.defined()) {  // a chunk's keys' own
         schedule_token_output(p.dx_keys, v, vec);

@@ -14,9 +14,10 @@
 // dx is then an element-wise kernel, and dsigma one block per head summing the
 // query pass's dS*s over every token in a fixed order. Every output element is
 // written by one thread in a fixed order: no atomics, deterministic results.
-// On an H200: D=64 3-6 TFLOP/s, D=128 1-1.6 (blocks of 16 tokens there,
-// schedules/tuned.tsv). ptxas (sm_80): D=64 253 and 215 registers, D=128 253
-// and 222, no spills.
+// On an NVIDIA H200 (tests/gpu/check.sh; docs/performance.md, "NVIDIA H200"):
+// D=64 3-6 TFLOP/s, D=128 1-1.6 (blocks of 16 tokens there,
+// schedules/tuned.tsv). ptxas (sm_80, scripts/cuda_ptxas_report.py): D=64 253
+// and 215 registers, D=128 253 and 222, no spills.
 #include <tuple>
 
 #include "cuda_helpers.h"
@@ -49,7 +50,7 @@ void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k) {
     cuda::require_warp_band(k.band, p.head_dim);
     const Vars &v = p.v;
     cuda::schedule_centre_and_spread(p.centre, p.spread, v);
-    if (p.form == ScoreForm::Expansion) cuda::schedule_token_rows(p.delta, v, 128);
+    if (p.form == ScoreForm::centred) cuda::schedule_token_rows(p.delta, v, 128);
     for (Scores *s : {&p.by_query.scores, &p.by_key.scores}) cuda::schedule_sqnorm(*s, v, p.head_dim);
 
     // The pair dot products, split into chains first: wrappers of their
@@ -65,7 +66,7 @@ void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k) {
     // Each lane's own token's rows, held where they fit (schedule_band_sum):
     // the query's x (and dy and y) in the query direction; the key's x in the other.
     std::vector<Func> own_query_rows{p.by_query.scores.query_features};
-    if (p.form == ScoreForm::Direct) {  // dP - Dl is dy_i . (x_j - y_i)
+    if (p.form == ScoreForm::direct) {  // dP - Dl is dy_i . (x_j - y_i)
         own_query_rows.push_back(p.dy.in(query_dprob.terms));
         own_query_rows.push_back(p.y.in(query_dprob.terms));
         query_rows.push_back(p.y.in(key_dprob.terms));

@@ -13,18 +13,17 @@
 // (compute_with). The new tokens' pairs, few, and the chunks' merge are
 // small loops at root.
 //
-// Measured (2-core AVX-512 Zen 4 VM, B=1 H=8 D=64, one new token, causal
-// cache of T=32768: 64 MiB read a step): 3.3-3.6 ms, 19-21 GB/s, against
-// 46 GB/s read by two threads summing a 256 MiB buffer (bench/, memory/read):
-// about 45% of the bandwidth. perf: the time is in the first loads of each
-// key (DRAM latency), with the arithmetic hidden under them.
-// What moved it (this harness, medians of 30 calls):
-// - one modulo a sequence for the ring's slots instead of one a key: 10.4 to
-//   6.2 ms;
-// - the lanes of the partial dots stored innermost (they were scattered a
-//   lane at a time), and a block's weights vectorized over its keys: 4.1 ms;
-// - heads inside the key loop (each key's 2 KB row read in order rather than
-//   256 B of it per pass of a head): 3.3-3.6 ms.
+// Why it is shaped so (the figures, measured on the AMD Zen 4 host, are in
+// docs/performance.md, "Decode"):
+// - the ring's slot is computed with one modulo a sequence, not one a key;
+// - the lanes of the partial dots are stored innermost, not scattered a lane
+//   at a time, and a block's weights are vectorized over its keys;
+// - heads are inside the key loop, so that each key's row (2 KB at H=8,
+//   D=64) is read in order rather than 256 B of it per pass of a head.
+// The time is in the first loads of each key (perf: DRAM latency), with the
+// arithmetic hidden under them. Software prefetch of the next blocks' rows
+// and a block's sums kept in registers (rfactor) measured within 3% of this
+// schedule, so neither is in it.
 #include "schedule_helpers.h"
 #include "schedules.h"
 

@@ -5,60 +5,49 @@
 // key_tile keys. In a block, each score block of score_tile queries computes
 // its score tile (score_tile x key_tile) as a small GEMM vectorized over
 // queries: a vector of queries' features times each key's feature broadcast
-// in place (from the values' copy about the origin, from the block's centred
-// copy in the Expansion), so keys are never transposed; key_chunk keys a
-// pass over d (0: all of them), so that a long key block's tile still has
-// its accumulators in registers. The tile is
+// in place (from the values' copy in the origin form, from the block's
+// centred copy in the centred form), so keys are never transposed; key_chunk
+// keys a pass over d (0: all of them), so that a long key block's tile still
+// has its accumulators in registers. The tile is
 // exponentiated (and masked) in place, and its row sums are vector adds (a
 // query a lane). Then each micro-block of query_tile queries folds it into its
 // accumulators (d_block x query_tile, vectorized over d), in registers across
 // the block, reading the values in place from one head-major copy of x.
 //
-// Measured (2-core AVX-512 Zen 4 VM, B=1 H=8, T=4096, tuned knobs, medians of
-// three gka_bench runs; OpenBLAS sgemm 2048^3 = 186 GFLOP/s in the same runs):
-// causal D=64 173 GFLOP/s (0.91x sgemm), D=128 189 (1.02x); (255, 0) D=64 141,
-// D=128 144. perf, (255, 0) D=64: 5.7% of the time in the head-major copy,
-// 1.3% in |x|^2, ~6% in the per-band copies of the queries (the loads wait:
-// a band's tokens are first touched there) and ~5% in storing y: per-call
-// O(T*D) memory traffic that a short window amortizes over few pairs.
-// What moved it, each an interleaved A/B of two generators:
-// - whole key blocks past a band's last key skipped (Mask::window): causal
-//   computed and masked the blocks above the diagonal, 35% of its time;
-// - x read from one head-major copy (head_major) instead of per-block copies
-//   of rows H*D floats apart, which missed L1: D=64 -10% time, D=128 -30%;
-// - exp_nonpositive (generators/gka_math.h) for Halide::exp: -3%;
-// - y and lse a band at a time, each band's sums computed there instead of a
-//   root T x H x D buffer (zeroed, written, read back): (255, 0) -5%, causal
-//   0-3%. (Halide's likely() on the mask measured the same.)
-// - score tiles over queries instead of keys: the keys had been transposed
-//   per (band, block), every key once for each band whose window holds it
-//   (about 9 times at (255, 0) with bands of 32: ~9% of the time in perf), and
-//   row sums were per-lane partials (rfactor) over keys. Against the tuned
-//   knobs of the former schedule: (255, 0) D=64 1.15x, D=128 1.30x (the
-//   cheaper band also lets it take bands of 16, whose window wastes 16 of 272
-//   keys a query); causal 1.06-1.08x; AVX2 and SSE4.1 1.3-1.5x.
-// - key_chunk (a key block's score GEMM in passes of key_chunk keys), which
-//   lets key blocks grow, and the value accumulators be loaded and stored once
-//   per more keys (~14% of the samples at key_tile 12 on an Intel Xeon):
-//   causal T=4096 on that Xeon, against its tuned knobs without chunks
-//   (gka_autotune.py --measure, 2 runs each): D=64 1.048-1.062x the defaults
-//   (key_tile 24-48 in chunks of 12) for 1.021-1.028x; D=128 1.103-1.121x for
+// Why it is shaped so (the A/B figures behind each choice, with their hosts,
+// are in docs/performance.md, "Schedule choices"):
+// - Key blocks past a band's last key are skipped whole (Mask::window): a
+//   causal call would otherwise compute and mask every block above the
+//   diagonal.
+// - x is read from one head-major copy (head_major), each head's tokens
+//   contiguous: blocks copied from rows H*D floats apart miss L1.
+// - exp is exp_nonpositive (generators/gka_math.h), a short polynomial for
+//   the never-positive scores, not Halide::exp.
+// - y and lse are computed a band at a time, each band's sums in cache, not
+//   in a root T x H x D buffer zeroed, written and read back.
+// - Score tiles are vectorized over queries, not keys: tiles over keys would
+//   transpose the keys per (band, block), every key once for each band whose
+//   window holds it (about 9 times at (255, 0) with bands of 32), and keep
+//   row sums as per-lane partials (rfactor). The cheaper band also makes
+//   bands of 16 worth taking, whose window wastes 16 of 272 keys a query.
+// - key_chunk splits a key block's score GEMM into passes of key_chunk keys,
+//   so that key blocks can grow and the value accumulators are loaded and
+//   stored once per more keys (they take ~14% of the samples at key_tile 12
+//   on the Intel Xeon host of docs/performance.md). Causal T=4096 on that
+//   host (gka_autotune.py --measure, 2 runs each), scored against the
+//   defaults: D=64 1.048-1.062x with chunks (key_tile 24-48 in chunks of 12),
+//   1.021-1.028x for the best knobs without; D=128 1.103-1.121x and
 //   1.087-1.094x.
-// - heads (and batches) in parallel as well as bands: the bands of one head
-//   had been a parallel loop of their own, joined before the next head, and
-//   under causal masks its last bands, the longest, ran with a core idle.
-//   Against bands alone, each with the default knobs, on that Xeon (autotune
-//   harness, 3 pairs of runs): causal T=1024 D=64 1.08x (1.05x with its
-//   tuned knobs), AVX2 1.07x; T=4096 causal and (255, 0), D=64 and 128,
+// - Heads and batches run in parallel as well as bands: with the bands of
+//   one head as the only parallel loop, the last bands of a causal head, the
+//   longest, would run with a core idle.
+// - The centred form centres its keys a key block at a time, from the rows
+//   of x the value sum then reads: a root copy of the centred features would
+//   be a second T x H x D stream beside x's.
+// - The origin form (no centring; keys read where the values are) runs where
+//   the runtime finds it serves. Against the centred form on the Intel Xeon
+//   host (bench/gka_ab, 15 rounds): causal 1.02-1.05x, (255, 0)
 //   1.00-1.02x.
-// - the Expansion's centred keys a key block at a time, from the rows of x
-//   the value sum then reads, instead of a root copy of the centred features
-//   (a second T x H x D stream beside x's): on an Intel Xeon (autotune
-//   harness, tuned knobs, 3 runs) (255, 0) D=64 and 128 1.12-1.13x, causal
-//   1.00-1.02x, AVX2 (255, 0) 1.07x.
-// - the Origin form (no centring, keys read where the values are), where
-//   the runtime finds it serves: against the Expansion on that Xeon
-//   (bench/gka_ab, 15 rounds) causal 1.02-1.05x, (255, 0) 1.00-1.02x.
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -150,8 +139,8 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
 
     // y and lse a band at a time, bands, heads and batches in parallel (nested:
     // fused, the band's bounds would span every band); each band's sums are
-    // computed there, in cache. (At root, they were a T x H x D buffer zeroed,
-    // written and read back.)
+    // computed there, in cache (at root they would be a T x H x D buffer,
+    // zeroed, written and read back).
     Var band("y_band"), offset("y_offset");
     p.y.split(v.t, band, offset, k.band, TailStrategy::GuardWithIf)
         .reorder(v.d, offset, band, v.h, v.b)
@@ -170,16 +159,16 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
                                   : BandSum{p.weighted_sum, p.row_sum, p.keys.y, p.keys.x};
     schedule_band_sum(sum, v, p.head_dim, vec, st, qt, k.d_block, band_level);
     // Queries transposed once per band for the score GEMM; keys and values read
-    // in place, from a head-major copy of x. The Expansion's keys are centred
+    // in place, from a head-major copy of x. The centred form's keys are centred
     // a key block at a time (centring them as the GEMM broadcasts them would
     // add an operation to each broadcast); under bfloat16 products the
-    // Origin's are copied likewise, widened (the values are pairs of bfloat16).
+    // origin form's are copied likewise, widened (the values are pairs of bfloat16).
     if (p.bf16_products) {
         schedule_value_pairs(p, sum.tile_level(), st, kt, vec);
     } else {
         head_major(p.values, vec);
     }
-    if (p.form == ScoreForm::Expansion || (p.form == ScoreForm::Origin && p.bf16_products)) {
+    if (p.form == ScoreForm::centred || (p.form == ScoreForm::origin && p.bf16_products)) {
         head_major_block(p.scores.key_features, LoopLevel(p.weighted_sum, sum.block), kt, vec);
     }
     transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);

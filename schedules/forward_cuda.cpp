@@ -15,7 +15,8 @@
 // dim" variant keeps the untiled form (accumulators in registers need a
 // constant D): one thread per query reading keys from global memory.
 //
-// On an H200: 4-10 TFLOP/s by GKA.md (README, "Performance"); ptxas (sm_80,
+// On an NVIDIA H200 (tests/gpu/check.sh; docs/performance.md, "NVIDIA H200"):
+// 4-10 TFLOP/s by docs/spec.md's accounting. ptxas (sm_80,
 // scripts/cuda_ptxas_report.py): D=64 211 registers, D=128 213, no spills.
 // Next: several warps a block sharing the staged tiles, and a register tile
 // of several queries a lane, so that each key read feeds more than one query.
@@ -49,12 +50,12 @@ void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k) {
     cuda::schedule_centre_and_spread(p.centre, p.spread, v);
     cuda::schedule_sqnorm(p.scores, v, p.head_dim);
 
-    // The keys' rows, read by the score (as keys: centred in the Expansion)
+    // The keys' rows, read by the score (as keys: centred in the centred form)
     // and by the sum (as values).
     const cuda::PairDot dot = cuda::split_pair_dot(p.scores.dot, p.scores.rd, p.head_dim);
     // The direct form's two are the same rows: one tile.
     const std::vector<Func> key_rows =
-        p.form == ScoreForm::Direct
+        p.form == ScoreForm::direct
             ? std::vector<Func>{p.values.in({p.scores.key_features, p.weighted_sum})}
             : std::vector<Func>{p.centred.in(p.scores.key_features), p.values.in(p.weighted_sum)};
     const cuda::PairLevel pairs = cuda::schedule_band_sum(

@@ -6,7 +6,7 @@ cuda_gpu_source_kernels); the driver JIT-compiles it at run time. This script
 extracts that PTX from each given .stmt file and runs `ptxas -v` on it for the
 architecture the kernels target, so registers and spills can be reviewed on a
 machine without a GPU. The JIT's register cap (libgka sets it, see
-runtime/cuda_device.cpp) is passed as --maxrregcount.
+runtime/cuda_driver.cpp) is passed as --maxrregcount.
 
 usage: cuda_ptxas_report.py [--arch sm_80] [--maxrregcount N] file.stmt...
 """

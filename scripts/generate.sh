@@ -2,7 +2,7 @@
 # make generate: GKA's kernels for any Halide 21 target. For each pass
 # (forward, backward), as the C ABI's float32 calls dispatch them (the
 # bfloat16 variants are libgka's own build's): on a CPU target the head
-# dims 64, 128 and any in the expansion form (the forward's also about the
+# dims 64, 128 and any in the centred form (the forward's also about the
 # origin) and any in the direct form; on a CUDA target 64, 128 and any in the
 # direct form, the only one libgka runs there. A static library and header
 # apiece, named gka_<pass>_<d64|d128|any>[_origin|_direct], with
@@ -27,7 +27,7 @@ forward_only=""
 if [[ "$target" == *cuda* ]]; then
   variants="d64_direct:64:direct d128_direct:128:direct any_direct:0:direct"
 else
-  variants="d64:64:expansion d128:128:expansion any:0:expansion any_direct:0:direct"
+  variants="d64:64:centred d128:128:centred any:0:centred any_direct:0:direct"
   forward_only="d64_origin:64:origin d128_origin:128:origin any_origin:0:origin"
 fi
 for pass in forward backward; do

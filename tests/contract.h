@@ -1,4 +1,4 @@
-// GKA.md's accuracy contract as a metric: a kernel's outputs against the
+// docs/spec.md's accuracy contract as a metric: a kernel's outputs against the
 // double reference, the forward against the reference forward, the backward
 // against the reference backward fed the kernel's own fp32 y and lse (as a
 // trainer passes them). Each error is measured against the magnitude of the
@@ -39,7 +39,7 @@ struct Tokens {
 
 // The contract's relative bounds (lse's absolute): float32 features', and
 // bfloat16 features' (judged against the reference of the same bfloat16
-// inputs). The bfloat16 ones are the published contract (README, "Accuracy"),
+// inputs). The bfloat16 ones are the published contract (docs/spec.md, "Accuracy contract"),
 // which leaves room for kernels that multiply in bfloat16; today's round only
 // y and dx, once, so test_bf16.cpp also checks them bit for bit against float32
 // (on the families without bfloat16 products).

@@ -13,9 +13,9 @@
 
 namespace gka_test {
 
-// "auto" (the forward's expansion about the origin, then the centred one, each
-// where it serves), "centred" (never the origin's) and "direct".
-inline const char *const score_forms[] = {"auto", "centred", "direct"};
+// gka_set_score_form's settings: the first form a call tries ("auto": the
+// origin's where sampled tokens allow, else the centred).
+inline const char *const score_forms[] = {"auto", "origin", "centred", "direct"};
 
 inline std::vector<std::string> listed_families(const char *listed) {
     std::vector<std::string> families;

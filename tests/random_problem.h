@@ -55,7 +55,7 @@ private:
 // bfloat16 makes them of tokens a hair apart).
 bool has_repeated_tokens(const gka_ref::Problem &p);
 
-// The one known gap of the contract (README, "Accuracy"): the expansion's
+// The one known gap of the contract (docs/accuracy.md, "Known gap"): the expansion's
 // dsigma where repeated tokens sit beside distant ones. True when the
 // backward that ran (`last_kernel`) on `drawn` is that case: its dsigma is
 // measured, not judged.

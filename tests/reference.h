@@ -1,4 +1,4 @@
-// Double-precision reference loops written from GKA.md, the yardstick of every
+// Double-precision reference loops written from docs/spec.md, the yardstick of every
 // kernel test. Each result comes with its magnitude: the same sum taken over the
 // absolute values of its terms, so that tolerances scale with what was summed.
 #pragma once
@@ -40,20 +40,20 @@ struct Backward {
     std::vector<double> dx_magnitude, dsigma_magnitude;
 };
 
-// GKA.md's contract: a weight (exp(s_ij) in the forward, P_ij in the
+// docs/spec.md's contract: a weight (exp(s_ij) in the forward, P_ij in the
 // backward) whose exact value is below fp32's smallest normal is 0. The
 // loops apply it (the kernels do), so that a term fp32 cannot hold is judged
-// as the nothing it is. Elsewhere they are GKA.md's formulas in double.
+// as the nothing it is. Elsewhere they are docs/spec.md's formulas in double.
 double contract_weight(double exact);
 
 Forward forward(const Problem &p);
 // Takes y and lse from `f`: the reference forward's, or a kernel's (as a
-// trainer passes them). Magnitudes (GKA.md's accuracy contract): each dx
+// trainer passes them). Magnitudes (docs/spec.md's accuracy contract): each dx
 // element's is the sum over its pairs of |query term| + |key term| + |value
 // term|, with |dS_ij| measured as P_ij sum_d |dy_id (x_jd - y_id)| (the terms
 // of dP_ij - Dl_i = dy_i . (x_j - y_i)); dsigma's is sum |dS_ij| |x_i - x_j|^2 / sigma^3.
 Backward backward(const Problem &p, const Forward &f);
-// Number of allowed (query, key) pairs summed over batch and heads (GKA.md's
+// Number of allowed (query, key) pairs summed over batch and heads (docs/spec.md's
 // "pairs"): forward FLOPs are 4 * D * pairs, backward 10 * D * pairs.
 int64_t allowed_pairs(gka_shape shape, gka_window window);
 

@@ -1,4 +1,4 @@
-// GKA.md's accuracy contract on inputs outside the well-scaled range: exact
+// docs/spec.md's accuracy contract on inputs outside the well-scaled range: exact
 // self pairs, translation, sharp heads beside smooth ones, repeated and
 // near-duplicate tokens, long rows, extreme sigmas and feature scales,
 // underflow; and a randomized test over all of these (seeded, the seed
@@ -78,8 +78,9 @@ TEST_CASE("translation: a common offset of up to 100x the features' spread", "[a
                 INFO("forward " << forward << ", backward " << backward);
                 CHECK(forward.find("_direct") == std::string::npos);
                 CHECK(backward.find("_direct") == std::string::npos);
-                const bool automatic = std::string(gka_score_form()) == "auto";
-                if (offset == 0.0) CHECK((forward.find("_origin") != std::string::npos) == automatic);
+                const std::string form = gka_score_form();
+                const bool about_origin = form == "auto" || form == "origin";
+                if (offset == 0.0) CHECK((forward.find("_origin") != std::string::npos) == about_origin);
                 if (offset >= 10.0) CHECK(forward.find("_origin") == std::string::npos);
             });
         }
@@ -108,14 +109,17 @@ TEST_CASE("each score form's variants are named, and what a call in each form ru
             std::vector<float> y(p.size()), lse(p.rows()), dx(p.size()), dsigma(2);
             REQUIRE(gka_forward(shape, causal, p.x.data(), p.sigma.data(), y.data(), lse.data()) == GKA_OK);
             // Smooth inputs near the origin: each form's first choice serves.
-            CHECK(std::string(gka_last_kernel()) == (is_direct ? direct : form == std::string("auto") ? origin : centred));
+            const bool about_origin = form == std::string("auto") || form == std::string("origin");
+            CHECK(std::string(gka_last_kernel()) == (is_direct ? direct : about_origin ? origin : centred));
             REQUIRE(gka_backward(shape, causal, p.x.data(), p.sigma.data(), y.data(), lse.data(), p.dy.data(), dx.data(),
                                  dsigma.data()) == GKA_OK);
             CHECK(std::string(gka_last_kernel()) == named(is_direct ? "backward_direct" : "backward"));
         }
     }
     REQUIRE(gka_set_score_form("fast") == GKA_ERR_INVALID_ARGUMENT);
-    CHECK(std::string(gka_last_error()).find("auto, centred, direct") != std::string::npos);
+    CHECK(std::string(gka_last_error()).find("auto, origin, centred, direct") != std::string::npos);
+    REQUIRE(gka_set_score_form("expansion") == GKA_OK);  // the centred form's alias
+    CHECK(std::string(gka_score_form()) == "centred");
     for (const std::string &cuda : gka_test::cuda_families()) {  // the direct form alone: every pass name gives it
         for (const char *pass : {"forward", "backward"}) {
             const char *named = gka_kernel_variant(cuda.c_str(), pass, shape, causal, nullptr);
@@ -206,7 +210,7 @@ TEST_CASE("a weight whose exact value is below the smallest normal float is 0", 
 }
 
 // Errors relative to the largest |y| of the row, on sampled rows: they must
-// not grow with the row's length (GKA.md).
+// not grow with the row's length (docs/spec.md).
 TEST_CASE("long full-window rows: y's error does not grow with T", "[accuracy][long]") {
     for (int64_t T : {4096, 16384}) {
         const int64_t D = 128;

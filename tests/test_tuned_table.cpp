@@ -1,7 +1,8 @@
 // schedules/tuned.tsv round-trips through the build: for a shape, libgka picks
 // the variant of the narrowest shape class in the table that contains it,
 // compiled with that row's knobs (the schedule's defaults where no row
-// matches), and that variant is the one that runs.
+// matches), and that variant is the one that runs. The table is read as the
+// build resolved it; autotune/tuned_table.py's own test checks the resolving.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -26,39 +27,28 @@ struct Row {
     std::string knobs;
 };
 
-ShapeClass parse_class(const std::string &head_dim, const std::string &window, const std::string &seq_len) {
-    ShapeClass c{head_dim == "any" ? 0 : std::stoll(head_dim),
-                 window == "global" ? WindowKind::GLOBAL : window == "sliding" ? WindowKind::SLIDING : WindowKind::ANY,
-                 1, 0};
-    if (seq_len != "any") {
-        const auto dash = seq_len.find('-');
-        c.min_seq_len = std::stoll(seq_len.substr(0, dash));
-        if (dash + 1 < seq_len.size()) c.max_seq_len = std::stoll(seq_len.substr(dash + 1));
-    }
-    return c;
+WindowKind window_named(const std::string &name) {
+    return name == "global" ? WindowKind::GLOBAL : name == "sliding" ? WindowKind::SLIDING : WindowKind::ANY;
 }
 
+// The tuned table as the build resolved it (autotune/tuned_table.py): knobs_from
+// applied, each class as numbers (head_dim 0 any, max_seq_len 0 no bound), empty
+// knobs the schedule's defaults.
 std::vector<Row> read_table() {
-    std::ifstream table(GKA_TUNED_TABLE);
+    std::ifstream table(GKA_TUNED_RESOLVED);
     REQUIRE(table.good());
     std::vector<Row> rows;
     for (std::string line; std::getline(table, line);) {
         if (line.empty() || line[0] == '#') continue;
         std::istringstream in(line);
-        std::string f[6];
-        for (std::string &field : f) REQUIRE(std::getline(in, field, '\t'));
-        rows.push_back({f[0], f[1], parse_class(f[2], f[3], f[4]), f[5] == "defaults" ? "" : f[5]});
+        Row r;
+        std::string window;
+        REQUIRE(in >> r.family >> r.kernel >> r.shape.head_dim >> window >> r.shape.min_seq_len >> r.shape.max_seq_len);
+        r.shape.window = window_named(window);
+        in >> r.knobs;  // none: the schedule's defaults
+        rows.push_back(r);
     }
-    // A family without rows of its own takes its knobs_from family's, as the
-    // build does (cmake/families.tsv).
-    const std::vector<Row> own = rows;
-    for (const gka_test::FamilyRow &family : gka_test::families_table()) {
-        const std::string &from = family.at("knobs_from"), &name = family.at("family");
-        const auto has_rows = [&](const Row &r) { return r.family == name; };
-        if (from == "-" || std::any_of(own.begin(), own.end(), has_rows)) continue;
-        for (const Row &r : own)
-            if (r.family == from) rows.push_back({name, r.kernel, r.shape, r.knobs});
-    }
+    REQUIRE(!rows.empty());
     return rows;
 }
 

@@ -12,7 +12,7 @@ int main(void) {
         fprintf(stderr, "gka_forward: %s\n", gka_last_error());
         return 1;
     }
-    /* y_0 = e^-1/2 / (1 + e^-1/2) (GKA.md with s_01 = -1/2). */
+    /* y_0 = e^-1/2 / (1 + e^-1/2) (docs/spec.md with s_01 = -1/2). */
     const double expected = exp(-0.5) / (1 + exp(-0.5));
     printf("consumer: family %s, y[0] = %.6f (expected %.6f)\n", gka_cpu_family(), y[0], expected);
     return fabs(y[0] - expected) < 1e-6 ? 0 : 1;

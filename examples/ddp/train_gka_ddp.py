@@ -21,7 +21,7 @@ import tempfile
 try:
     import torch
 except ImportError:
-    print(f"SKIPPED: torch is not installed in {sys.executable} (README, PyTorch)")
+    print(f"SKIPPED: torch is not installed in {sys.executable} (docs/pytorch.md)")
     sys.exit(77)  # CTest's Skipped
 import torch.distributed as dist
 import torch.multiprocessing as mp

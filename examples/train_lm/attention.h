@@ -37,7 +37,7 @@ struct Attention {
     virtual const float *backward(const float *dout) = 0;
     virtual std::vector<Param *> params() = 0;
     // Training (forward + backward) FLOPs per token: 6 per weight of a linear
-    // layer, and GKA.md's 4 + 10 FLOPs per head dim per allowed pair for the
+    // layer, and docs/spec.md's 4 + 10 FLOPs per head dim per allowed pair for the
     // pairwise part, the same convention (FlashAttention's) for both layers.
     virtual double training_flops_per_token(const AttentionShape &shape) const = 0;
     // Generation, one token of one sequence: h [1][d] at `position` (0 starts a

@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# The paper's setting (nanochat, depth 20) and its reported ratios (GKA.md).
+# The paper's setting (nanochat, depth 20) and its reported ratios (docs/spec.md).
 NANOCHAT_D20 = dict(layers=20, dim=1280, heads=10, vocab=65536, seq=2048)
 PAPER = dict(parameters=0.42, training_flops=0.49)
 
@@ -104,7 +104,7 @@ def report(results, args, out):
     lines += [
         "", f"Learned bandwidths sigma (per layer and head, initialized at sqrt(D/2)): {g['sigma']}", "",
         "## Against the paper's ratios", "",
-        "FLOPs count 6 per weight of every product (forward and backward) and GKA.md's 4 + 10 FLOPs per head",
+        "FLOPs count 6 per weight of every product (forward and backward) and docs/spec.md's 4 + 10 FLOPs per head",
         "dimension per allowed pair for the pairwise part of both layers (FlashAttention's convention).", "",
         "| ratio GKA / dot | this model | nanochat depth-20 shape, same accounting | paper |",
         "| --- | --- | --- | --- |",
@@ -124,7 +124,7 @@ def report(results, args, out):
         + str(args.heads * args.head_dim) + ") the projections weigh more against the pairwise term, which is "
         f"identical for both layers, hence {here['attention_flops']:.2f}x. The paper's 0.42x parameters is "
         "reproduced by none of these counts (whole model, non-embedding, attention only); it implies a "
-        "baseline or MLP shape that GKA.md does not specify.",
+        "baseline or MLP shape that docs/spec.md does not specify.",
         "",
         "Reproduce: `make compare` (or `.venv/bin/python examples/train_lm/compare.py --help`).",
     ]

@@ -37,22 +37,23 @@ def has_cuda():
 
 
 def cpu_family():
-    """The CPU family libgka's kernels run on here: on x86 "zen4", "avx512", "avx2"
-    or "generic" (gka_cpu_families())."""
+    """The CPU family libgka's kernels run on here: one of the library's compiled
+    families (gka.h, gka_cpu_families(); cmake/families.tsv)."""
     return _LIB.gka_cpu_family().decode()
 
 
 def set_score_form(form):
-    """How the CPU kernels form |x_i - x_j|^2: "auto" (the fast expansion wherever it
-    meets the accuracy contract, about the origin first where the features allow,
-    else the direct form), "centred" (never about the origin) or "direct" (always);
-    gka.h."""
+    """How the CPU kernels form |x_i - x_j|^2, by the first score form a call tries:
+    "auto" (the default: "origin" where sampled tokens allow, else "centred"),
+    "origin", "centred" (each an expansion, then the next form wherever it would
+    miss the accuracy contract) or "direct" (always); "expansion" is an alias of
+    "centred". gka.h, gka_set_score_form."""
     from ._lib import check
     check(_LIB, _LIB.gka_set_score_form(None if form is None else form.encode()), "gka_set_score_form")
 
 
 def score_form():
-    """The score form set: "auto", "centred" or "direct"."""
+    """The score form set: "auto", "origin", "centred" or "direct"."""
     return _LIB.gka_score_form().decode()
 
 

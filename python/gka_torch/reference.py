@@ -1,4 +1,4 @@
-"""GKA in plain PyTorch: the formulas of GKA.md, dense, in any dtype.
+"""GKA in plain PyTorch: the formulas of docs/spec.md, dense, in any dtype.
 
 O(B*H*T^2*D) memory: for tests and small shapes. Its gradients (x and sigma)
 come from PyTorch's autograd, independently of libgka's backward.

@@ -1,5 +1,5 @@
 // GPU benchmark of libgka's CUDA kernels: forward and backward TFLOP/s by
-// GKA.md's accounting (4*D*pairs forward, 10*D*pairs backward), timed with CUDA
+// docs/spec.md's accounting (4*D*pairs forward, 10*D*pairs backward), timed with CUDA
 // events on the caller's stream after warm-up, for B=1, H=8, T in {2048, 4096,
 // 16384}, D in {64, 128}, windows causal and (255, 0). Prints a markdown table
 // and writes it to --out. Exits 77 (skipped) without a usable GPU.
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     gka_cuda::CUstream stream;
     cu.cuStreamCreate(&stream, 1);
     std::string table = "GKA CUDA kernels on " + gka_cuda::device_name(cu) +
-                        ", B=1 H=8, TFLOP/s by GKA.md (fwd 4*D*pairs, bwd 10*D*pairs), CUDA events on one stream\n\n"
+                        ", B=1 H=8, TFLOP/s by docs/spec.md (fwd 4*D*pairs, bwd 10*D*pairs), CUDA events on one stream\n\n"
                         "| T | D | window | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s |\n| --- | --- | --- | --- | --- | --- | --- |\n";
     std::vector<int64_t> lengths = smoke ? std::vector<int64_t>{256} : std::vector<int64_t>{2048, 4096, 16384};
     std::vector<int64_t> dims = smoke ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 128};

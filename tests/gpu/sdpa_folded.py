@@ -5,7 +5,7 @@ GKA's forward equals softmax attention with q' = [x / s^2, -1/(2 s^2)],
 k' = [x, |x|^2], v' = [x, 0] (head dim D+1, scale 1): q'.k' = (x_i.x_j - |x_j|^2/2)/s^2,
 which differs from -|x_i - x_j|^2/(2 s^2) by a per-row constant. This times
 SDPA (causal and a (255, 0) sliding window as a boolean mask) for the shapes of
-gka_bench_cuda, with TF32 off, and reports TFLOP/s by GKA.md's accounting for
+gka_bench_cuda, with TF32 off, and reports TFLOP/s by docs/spec.md's accounting for
 the same pairs (so the rows compare with gka_bench_cuda's). Writes markdown.
 usage: sdpa_folded.py --out file.md
 """
@@ -34,7 +34,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
-    lines = ["PyTorch %s SDPA fp32 (TF32 off) on the folded problem, %s, B=1 H=8, TFLOP/s by GKA.md's forward "
+    lines = ["PyTorch %s SDPA fp32 (TF32 off) on the folded problem, %s, B=1 H=8, TFLOP/s by docs/spec.md's forward "
              "accounting (4*D*pairs) for comparison with gka_bench_cuda\n" % (torch.__version__, torch.cuda.get_device_name()),
              "| T | D | window | fwd ms | GKA-equivalent TFLOP/s |", "| --- | --- | --- | --- | --- |"]
     for T in (2048, 4096, 16384):

@@ -360,7 +360,7 @@ TEST_CASE("cuda: long sequences, causal and (255, 0) at T=2048", "[cuda]") {
     }
 }
 
-// GKA.md's accuracy contract on the inputs tests/test_accuracy.cpp gives the
+// docs/spec.md's accuracy contract on the inputs tests/test_accuracy.cpp gives the
 // CPU families: exact self rows, offsets, sharp heads beside smooth ones,
 // repeated and near-duplicate tokens, extreme scales, underflow, long rows.
 TEST_CASE("cuda: a row whose only key is itself is exact", "[cuda][accuracy]") {
@@ -437,7 +437,7 @@ TEST_CASE("cuda: randomized, the contract over every regime", "[cuda][accuracy][
         }
         gka_test::check_report("cuda", drawn.p, r);
     }
-    WARN(unjudged << " cases with repeated tokens over the dsigma bound (the known gap, README \"Accuracy\")");
+    WARN(unjudged << " cases with repeated tokens over the dsigma bound (the known gap, docs/accuracy.md)");
 }
 
 // The CUDA families of cmake/families.tsv, best first, with their compute capabilities.

@@ -21,7 +21,7 @@ except ImportError:
     SKIP_MESSAGE = (f"SKIPPED: torch is not installed in {sys.executable}; install with "
                     f"{sys.executable} -m pip install torch (PyPI; where download.pytorch.org is reachable, "
                     "--index-url https://download.pytorch.org/whl/cpu gets the smaller CPU-only wheel; see "
-                    "README.md, PyTorch)")
+                    "docs/pytorch.md)")
 if torch is None:
     if __name__ == "__main__":
         print(SKIP_MESSAGE)
@@ -102,14 +102,16 @@ class ForwardBackward(unittest.TestCase):
         x, sigma = inputs(24, seed=5)
         want_y, _ = gka_forward_reference(x, sigma, (-1, 0))
         try:
-            for form in ("direct", "centred", "auto"):
+            for form in ("direct", "centred", "origin", "auto"):
                 gka_torch.set_score_form(form)
                 self.assertEqual(gka_torch.score_form(), form)
                 y, _ = torch.ops.gka.forward(x.float(), sigma.float(), -1, 0)
-                ran = gka_torch.last_kernel()  # x ~ N(0, 1): "auto" keeps the expansion about the origin
+                ran = gka_torch.last_kernel()  # x ~ N(0, 1): "auto" keeps the origin form
                 self.assertEqual(ran.endswith("_direct"), form == "direct")
-                self.assertEqual(ran.endswith("_origin"), form == "auto")
+                self.assertEqual(ran.endswith("_origin"), form in ("origin", "auto"))
                 self.assertLess(rel_err(y, want_y), RTOL)
+            gka_torch.set_score_form("expansion")  # the centred form's alias
+            self.assertEqual(gka_torch.score_form(), "centred")
             with self.assertRaises(ValueError):
                 gka_torch.set_score_form("fast")
         finally:

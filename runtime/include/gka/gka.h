@@ -1,13 +1,13 @@
 /* libgka: Gaussian Kernel Attention kernels generated with Halide.
  *
- * Layouts are FlashAttention's (see GKA.md): x, y, dy, dx are [B][T][H][D]
+ * Layouts are FlashAttention's (see docs/spec.md): x, y, dy, dx are [B][T][H][D]
  * float32, C-contiguous; lse is [B][H][T]; sigma and dsigma are [H]. All
  * pointers are host memory, except in the *_cuda calls (device memory). The window is FlashAttention's (left, right), -1
  * meaning unbounded: (-1,-1) full, (-1,0) causal, (W-1,0) causal sliding window.
  *
  * Tensors of up to 2^31 - 1 elements (B*T*H*D) are supported; larger shapes
  * are GKA_ERR_UNSUPPORTED. The CPU passes allocate up to a few tensors' worth
- * of memory of their own (README, "Sizes").
+ * of memory of their own (docs/c-api.md, "Sizes").
  *
  * Every call validates its arguments before touching any output. On failure it
  * returns a status other than GKA_OK and gka_last_error() says why. Calls are
@@ -70,7 +70,7 @@ GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float 
  * determinism are the float32 calls'. The kernels widen the inputs (exactly)
  * and compute every score, weight and sum in float32, then round y and dx to
  * nearest even: the float32 results of the same bfloat16 inputs, rounded once
- * (README, "Accuracy"). One exception: on a family with bfloat16 dot products
+ * (docs/accuracy.md). One exception: on a family with bfloat16 dot products
  * ("zen4"), the forward rounds the weights of y's sum to bfloat16 and
  * multiplies them by the features in bfloat16 (each product exact, summed in
  * float32), as FlashAttention does; lse is unchanged. gka_last_kernel() names
@@ -175,8 +175,8 @@ GKA_API gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_wind
 /* Message of the last failing call on this thread ("" if none). */
 GKA_API const char *gka_last_error(void);
 
-/* CPU target families compiled into the library, best first (gka_cpu_families;
- * on x86 "zen4", "avx512", "avx2", "generic": cmake/families.tsv). The family that
+/* CPU target families compiled into the library, best first (gka_cpu_families:
+ * the rows of cmake/families.tsv for the library's architecture). The family that
  * runs is the best one the host supports, unless GKA_CPU_TARGET (environment,
  * read once) or gka_set_cpu_family() forces one.
  * Forcing a family the host cannot run is an error, never a silent fallback.
@@ -185,33 +185,41 @@ GKA_API const char *gka_last_error(void);
 GKA_API const char *gka_cpu_family(void);
 GKA_API gka_status gka_set_cpu_family(const char *family); /* NULL or "" = best supported */
 GKA_API int gka_cpu_family_supported(const char *family);  /* 1 if compiled in and runnable here */
-GKA_API const char *gka_cpu_families(void); /* those compiled in, best first: "zen4,avx512,avx2,generic" */
+GKA_API const char *gka_cpu_families(void); /* those compiled in, best first, comma-separated */
 
-/* How the CPU kernels form |x_i - x_j|^2. "auto" (the default): the fast
- * expansion |c_i|^2 + |c_j|^2 - 2 c_i.c_j, a GEMM, wherever it meets the
- * accuracy contract (README, "Accuracy"). Each call's kernel reports
- * max_t |c_t|^2 per (batch, head), and where that exceeds 64 sigma^2 the
- * call runs again with the next form. The forward first tries c = x (the
- * expansion about the origin, which saves the centring) where sampled tokens
- * are within that bound of the origin; then c = x minus the features' centre
- * per (batch, head), which takes out a common offset; then "direct"
- * differences sum_d (x_id - x_jd)^2, which meet it on every input at about
- * twice the pair work (so a call that ends there costs about three times the
- * expansion's, four where the origin's ran first). A backward whose every
- * row attends to itself alone (T = 1, window (0, 0)) runs direct.
- * "centred": never the origin's expansion, the centred one first. "direct":
- * always the direct form.
+/* How the CPU kernels form |x_i - x_j|^2: three score forms, each with one
+ * name here, in the kernels' names and in the docs (docs/accuracy.md).
+ * "origin" and "centred" are the expansion |c_i|^2 + |c_j|^2 - 2 c_i.c_j, a
+ * GEMM, over c = x ("origin", the forward's alone: it saves the centring) or
+ * c = x minus the features' centre per (batch, head) ("centred": it takes out
+ * a common offset); "direct" is the differences sum_d (x_id - x_jd)^2, which
+ * meet the accuracy contract on every input at about twice the pair work.
+ * The expansions meet it wherever max_t |c_t|^2 <= 64 sigma^2 per (batch,
+ * head): each call's kernel reports that spread, and where it is exceeded the
+ * call runs again with the next form (so a call that ends at "direct" costs
+ * about three times the expansion's, four where the origin's ran first).
+ * The setting names the first form a call tries:
+ * "auto" (the default): "origin" where sampled tokens are within the bound of
+ *   the origin, else "centred";
+ * "origin": the origin's, then the centred, then direct (the backward, which
+ *   has no origin form, starts at the centred);
+ * "centred": the centred, then direct;
+ * "direct": always the direct form.
+ * "expansion" is accepted as an alias of "centred" (its former name);
+ * gka_score_form() reports "centred". A backward whose every row attends to
+ * itself alone (T = 1, window (0, 0)) runs direct.
  * gka_last_kernel() names the kernel that gave the results (..._origin,
- * ..._direct for those forms). The CUDA kernels run the direct form alone,
- * whatever the setting: choosing per call would need the expansion's spread
- * on the host, a synchronization of the caller's stream. */
-GKA_API gka_status gka_set_score_form(const char *form); /* "auto", "centred", "direct"; NULL or "" = "auto" */
+ * ..._direct for those forms; no suffix for the centred form). The CUDA
+ * kernels run the direct form alone, whatever the setting: choosing per call
+ * would need the expansions' spread on the host, a synchronization of the
+ * caller's stream. */
+GKA_API gka_status gka_set_score_form(const char *form); /* "auto", "origin", "centred", "direct"; NULL or "" = "auto" */
 GKA_API const char *gka_score_form(void);
 
 /* The kernel variant that `pass` runs for this shape and window on `family`
- * ("zen4", "avx512", "avx2", "generic", or a CUDA family: "cuda86", "cuda"): "forward" or "backward" name the
- * centred expansion's variant, "forward_origin" the expansion's about the
- * origin (the forward's alone), "forward_direct" or "backward_direct" the
+ * (a name of gka_cpu_families() or gka_cuda_families()): "forward" or "backward"
+ * name the centred form's variant, "forward_origin" the origin form's (the
+ * forward's alone), "forward_direct" or "backward_direct" the
  * direct form's (on a CUDA family, each of these names the direct form's
  * variant, the only one it has); "forward_bf16",
  * "backward_bf16_direct" and so on, the bfloat16 calls'; "decode" and
