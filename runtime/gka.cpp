@@ -199,8 +199,18 @@ gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_wind
     if (__int128(shape.batch) * capacity * shape.heads * shape.head_dim > max_elements) {
         return fail(GKA_ERR_UNSUPPORTED, "the cache has more than 2^31 - 1 elements, the most the kernels address");
     }
-    // Keys a query reaches back to: those the ring must still hold.
-    const bool ring = window.left >= 0 && window.left <= capacity;
+    // A bounded window (left, 0) is a ring: the first new token reaches `left`
+    // positions back, so the cache must hold the last `left` tokens, and then
+    // serves a sequence of any length. Refused here, at the first call, rather
+    // than at the call where the sequence outgrows the capacity.
+    const bool ring = window.left >= 0;
+    if (ring && window.left > capacity) {
+        return fail(GKA_ERR_INVALID_ARGUMENT,
+                    "decode window (" + std::to_string(window.left) + ", 0) reaches " + std::to_string(window.left) +
+                        " tokens back: the cache needs capacity >= " + std::to_string(window.left) + ", got " +
+                        std::to_string(capacity) +
+                        " (or the causal window (-1, 0) with capacity >= the longest sequence)");
+    }
     for (int64_t b = 0; b < shape.batch; b++) {
         const int64_t length = cache_lens[b];
         if (length < 0 || length > INT32_MAX - shape.seq_len) {
@@ -211,8 +221,8 @@ gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_wind
             return fail(GKA_ERR_INVALID_ARGUMENT,
                         "cache_lens[" + std::to_string(b) + "] = " + std::to_string(length) + " + " +
                             std::to_string(shape.seq_len) + " new tokens do not fit a cache of capacity " +
-                            std::to_string(capacity) + ", and window (" + std::to_string(window.left) +
-                            ", 0) reaches further back than it holds (a ring needs (W-1, 0) with W-1 <= capacity)");
+                            std::to_string(capacity) + " under the causal window: it needs capacity >= " +
+                            std::to_string(length + shape.seq_len));
         }
     }
     return GKA_OK;
@@ -440,6 +450,12 @@ gka_status gka_backward_bf16(gka_shape shape, gka_window window, const gka_bf16 
 }
 
 const char *gka_last_error(void) { return last_error.c_str(); }
+
+// CMake passes project(VERSION) (runtime/CMakeLists.txt).
+#ifndef GKA_VERSION
+#error "GKA_VERSION (the project's version) is not defined"
+#endif
+const char *gka_version(void) { return GKA_VERSION; }
 
 const char *gka_cpu_family(void) {
     const CpuFamily *f = current_family();

@@ -47,9 +47,12 @@ void expect_refused(Call call, gka_status status, const std::string &mention) {
 TEST_CASE("bad arguments are refused with a message and untouched outputs", "[api]") {
     SECTION("dimensions < 1") {
         for (int k = 0; k < 4; k++) {
-            Call c;
-            (&c.p.shape.batch)[k] = k % 2 ? 0 : -3;
-            expect_refused(c, GKA_ERR_INVALID_ARGUMENT, "every dimension must be >= 1");
+            for (int64_t bad : {0, -3}) {
+                Call c;
+                (&c.p.shape.batch)[k] = bad;
+                INFO("dimension " << k << " = " << bad);
+                expect_refused(c, GKA_ERR_INVALID_ARGUMENT, "every dimension must be >= 1");
+            }
         }
     }
     SECTION("window bounds < -1") {
@@ -90,6 +93,40 @@ TEST_CASE("bad arguments are refused with a message and untouched outputs", "[ap
         CHECK(c.forward() == GKA_OK);
         CHECK(std::string(gka_last_error()).empty());
     }
+}
+
+TEST_CASE("a zero dimension is refused alike, whichever it is, by every pass", "[api]") {
+    // gka.h: an empty call is the caller's to skip (gka_torch gives its results
+    // without a kernel). B, T, H and D alike; the CUDA calls validate on the
+    // host before looking for a device, so they refuse alike without one.
+    // (A varlen call's sequences may be empty, a total of 0 too: test_varlen.cpp.)
+    const std::vector<float> in(256, 1.0f), sigma(4, 1.0f);
+    std::vector<float> out(256, sentinel);
+    const int64_t lens[2] = {0, 0}, cu[3] = {0, 2, 4};
+    const float *x = in.data(), *s = sigma.data();
+    float *o = out.data();
+    auto refused = [](gka_status status, const char *mention) {
+        CHECK(status == GKA_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(gka_last_error(), Catch::Contains(mention));
+    };
+    const char *every = "every dimension must be >= 1";
+    for (int k = 0; k < 4; k++) {
+        gka_shape shape{2, 3, 4, 5};
+        (&shape.batch)[k] = 0;
+        INFO("dimension " << k << " = 0");
+        refused(gka_forward(shape, {-1, 0}, x, s, o, o), every);
+        refused(gka_backward(shape, {-1, 0}, x, s, x, x, x, o, o), every);
+        refused(gka_decode(shape, 8, {-1, 0}, x, s, lens, o, o, o), every);
+        refused(gka_forward_chunk(shape, {0, 0, 3}, {-1, 0}, x, x, s, o, o), every);
+        refused(gka_backward_chunk(shape, {0, 0, 3}, {-1, 0}, x, x, s, x, x, x, o, o, o), every);
+        refused(gka_forward_cuda(shape, {-1, 0}, x, s, o, o, nullptr), every);
+        refused(gka_decode_cuda(shape, 8, {-1, 0}, x, s, lens, o, o, o, nullptr), every);
+        if (k != 1) {  // no sequences, heads or features: refused in varlen too
+            shape.seq_len = 4;
+            refused(gka_forward_varlen(shape, cu, {-1, 0}, x, s, o, o), k == 0 ? "0 sequences" : every);
+        }
+    }
+    CHECK(out == std::vector<float>(256, sentinel));
 }
 
 TEST_CASE("shapes beyond 32-bit indexing are unsupported, not overflowed", "[api]") {

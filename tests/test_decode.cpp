@@ -241,3 +241,37 @@ TEST_CASE("decode: bad arguments fail before anything is written", "[decode]") {
     CHECK(lse == std::vector<float>(2 * H, 42.0f));
     CHECK(cache == cache_before);
 }
+
+TEST_CASE("decode: a ring shorter than the window is refused at the first call, host and device alike", "[decode]") {
+    // (7, 0) reaches 7 tokens back: a ring of 5 slots would serve the first
+    // five tokens and then lose keys, so it is refused while the cache is empty.
+    // The CUDA entry points validate on the host, before any device is looked
+    // for: they refuse alike on a machine without one (the pointers are never read).
+    const int64_t H = 2, D = 4, row = H * D;
+    const std::vector<float> x(row, 1.0f), sigma{1.0f, 1.0f};
+    std::vector<float> cache(7 * row, 3.0f), y(row, 42.0f), lse(H, 42.0f);
+    auto call = [&](bool on_device, int64_t capacity, gka_window w, int64_t length) {
+        const gka_shape shape{1, 1, H, D};
+        return on_device ? gka_decode_cuda(shape, capacity, w, x.data(), sigma.data(), &length, cache.data(),
+                                           y.data(), lse.data(), nullptr)
+                         : gka_decode(shape, capacity, w, x.data(), sigma.data(), &length, cache.data(), y.data(),
+                                      lse.data());
+    };
+    for (bool on_device : {false, true}) {
+        INFO((on_device ? "gka_decode_cuda" : "gka_decode"));
+        CHECK(call(on_device, 5, {7, 0}, 0) == GKA_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(gka_last_error(), Catch::Contains("needs capacity >= 7, got 5"));
+        CHECK(call(on_device, 6, {7, 0}, 3) == GKA_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(gka_last_error(), Catch::Contains("needs capacity >= 7, got 6"));
+        // Causal: the capacity must hold each sequence, this call's tokens included.
+        CHECK(call(on_device, 5, causal, 5) == GKA_ERR_INVALID_ARGUMENT);
+        CHECK_THAT(gka_last_error(), Catch::Contains("needs capacity >= 6"));
+    }
+    CHECK(y == std::vector<float>(row, 42.0f));
+    CHECK(cache == std::vector<float>(7 * row, 3.0f));
+    // A ring of exactly `left` slots serves any length, from the first call.
+    for (int64_t length : {0, 6, 1000}) {
+        INFO("cache_lens " << length);
+        CHECK(call(false, 7, {7, 0}, length) == GKA_OK);
+    }
+}

@@ -1,7 +1,11 @@
 """gka_torch: Gaussian Kernel Attention for PyTorch, over libgka's kernels.
 
-    from gka_torch import gka_attention
-    y = gka_attention(x, sigma, window=(-1, 0))   # x [B,T,H,D] float32, sigma [H]
+    import gka_torch
+    from gka_torch import GaussianKernelAttention, gka_attention
+    attention = GaussianKernelAttention(heads=8, head_dim=64)  # causal; learns sigma per head
+    y = attention(x)                                           # x [B,T,8*64] or [B,T,8,64]
+    y = gka_attention(x, sigma, window=(-1, 0))                # x [B,T,H,D] float32, sigma [H]
+    print(gka_torch.info())                                    # the libgka in use, for bug reports
 
 gka_attention is the custom op torch.ops.gka.forward (which also returns lse
 [B,H,T]) with an autograd formula calling torch.ops.gka.backward: gradients
@@ -13,21 +17,31 @@ shards a sequence across torch.distributed processes on them. gka_decode runs ne
 tokens against a cache of the features before them (torch.ops.gka.decode). libgka is loaded
 with ctypes from GKA_LIBRARY (a path) if set, else from the installation this
 package came with, else from the system's library path (gka_torch._lib).
+
+__version__ is the project's version (CMakeLists.txt, project(VERSION)), as the
+libgka it loaded reports it (gka_version()): gka_torch is that project's binding.
 """
+import os
+
 try:
-    import torch  # noqa: F401
+    import torch
 except ImportError as e:
     raise ImportError("gka_torch needs PyTorch: pip install torch "
                       "(CPU-only: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from e
 
 from ._ops import LIBRARY_PATH, gka_attention, gka_attention_chunked, gka_attention_varlen, gka_decode, merge_chunks
 from ._ops import LIB as _LIB
+from ._lib import check as _check
 from ._lib import has_cuda as _has_cuda
+from .module import GaussianKernelAttention
 from .reference import gka_attention_reference, gka_forward_reference
 
-__all__ = ["gka_attention", "gka_attention_varlen", "gka_attention_chunked", "merge_chunks", "gka_decode",
-           "gka_attention_reference", "gka_forward_reference", "library_path", "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel"]
+__all__ = ["GaussianKernelAttention", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
+           "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference", "library_path",
+           "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel", "set_num_threads",
+           "get_num_threads", "info"]
 
+__version__ = _LIB.gka_version().decode()
 library_path = LIBRARY_PATH  # the libgka this process loaded
 
 
@@ -48,8 +62,7 @@ def set_score_form(form):
     "origin", "centred" (each an expansion, then the next form wherever it would
     miss the accuracy contract) or "direct" (always); "expansion" is an alias of
     "centred". gka.h, gka_set_score_form."""
-    from ._lib import check
-    check(_LIB, _LIB.gka_set_score_form(None if form is None else form.encode()), "gka_set_score_form")
+    _check(_LIB, _LIB.gka_set_score_form(None if form is None else form.encode()), "gka_set_score_form")
 
 
 def score_form():
@@ -60,3 +73,48 @@ def score_form():
 def last_kernel():
     """The kernel variant that gave this thread's last results, e.g. gka_forward_avx512_d64."""
     return _LIB.gka_last_kernel().decode()
+
+
+def set_num_threads(threads):
+    """Worker threads of libgka's CPU kernels, 1 to 1024 (gka.h, gka_set_num_threads);
+    results do not depend on it. The default: GKA_NUM_THREADS (environment) where set,
+    which libgka reads and this package leaves alone; otherwise torch.get_num_threads()
+    as it is when gka_torch is imported (so OMP_NUM_THREADS and a torch.set_num_threads
+    before the import limit both). A later torch.set_num_threads does not follow."""
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise TypeError(f"gka: threads must be an int, got {threads!r}")
+    _check(_LIB, _LIB.gka_set_num_threads(threads), "gka_set_num_threads")
+
+
+def get_num_threads():
+    """Worker threads of libgka's CPU kernels (gka.h, gka_num_threads)."""
+    return _LIB.gka_num_threads()
+
+
+if "GKA_NUM_THREADS" not in os.environ:
+    set_num_threads(min(torch.get_num_threads(), 1024))
+
+
+def info():
+    """A description of the libgka this process runs, for bug reports: its version and
+    path, its CPU families and the one in use, the thread count, the score form and
+    CUDA's state. It returns the text: print(gka_torch.info()). (Where libgka has
+    CUDA kernels, it asks the driver whether a device runs them: gka_cuda_available.)"""
+    if not _LIB.gka_cuda_compiled():
+        cuda = "not compiled in"
+    else:
+        families = _LIB.gka_cuda_families().decode()
+        available = _LIB.gka_cuda_available()
+        cuda = f"{families}, " + ("a device runs them" if available else
+                                  f"no device runs them: {_LIB.gka_last_error().decode(errors='replace')}")
+    env_threads = os.environ.get("GKA_NUM_THREADS")
+    return "\n".join([
+        f"version: {__version__} (libgka's gka_version(), gka_torch.__version__)",
+        f"library: {library_path}",
+        f"CPU families compiled: {_LIB.gka_cpu_families().decode()}",
+        f"CPU family in use: {cpu_family()}",
+        f"threads: {get_num_threads()}" + (f" (GKA_NUM_THREADS={env_threads})" if env_threads is not None else ""),
+        f"score form: {score_form()}",
+        f"CUDA kernels: {cuda}",
+        f"torch: {torch.__version__}, torch.cuda.is_available(): {torch.cuda.is_available()}",
+    ])

@@ -75,6 +75,23 @@ CUDA_SIGNATURES = {
     "gka_backward_varlen_bf16_cuda": [Shape, _p, Window, _p, _p, _p, _p, _p, _p, _p, _p],
 }
 
+# The library's queries and settings (gka.h): name -> (argument types, result type).
+_char_p, _int = ctypes.c_char_p, ctypes.c_int
+_CONTROL_SIGNATURES = {
+    "gka_last_error": ([], _char_p),
+    "gka_version": ([], _char_p),
+    "gka_cpu_family": ([], _char_p),
+    "gka_cpu_families": ([], _char_p),
+    "gka_set_score_form": ([_char_p], _status),
+    "gka_score_form": ([], _char_p),
+    "gka_last_kernel": ([], _char_p),
+    "gka_num_threads": ([], _int),
+    "gka_set_num_threads": ([_int], _status),
+    "gka_cuda_compiled": ([], _int),
+    "gka_cuda_families": ([], _char_p),
+    "gka_cuda_available": ([], _int),
+}
+
 # Where an installed gka_torch finds the installed libgka: CMake writes the
 # path of the library relative to this package into this file at install time
 # (python/CMakeLists.txt). It does not exist in the source tree.
@@ -123,11 +140,9 @@ def _declare(lib):
     for name, argtypes in _HOST_SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = argtypes, _status
-    lib.gka_last_error.argtypes, lib.gka_last_error.restype = [], ctypes.c_char_p
-    lib.gka_cpu_family.argtypes, lib.gka_cpu_family.restype = [], ctypes.c_char_p
-    lib.gka_set_score_form.argtypes, lib.gka_set_score_form.restype = [ctypes.c_char_p], _status
-    lib.gka_score_form.argtypes, lib.gka_score_form.restype = [], ctypes.c_char_p
-    lib.gka_last_kernel.argtypes, lib.gka_last_kernel.restype = [], ctypes.c_char_p
+    for name, (argtypes, restype) in _CONTROL_SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, restype
     for name, argtypes in CUDA_SIGNATURES.items():
         fn = getattr(lib, name, None)
         if fn is not None:

@@ -84,6 +84,18 @@ def _check_backward_inputs(x, y, lse, dy):
             raise TypeError(f"gka: {name} must be {dtype} on {x.device}, got {t.dtype} on {t.device}")
 
 
+def _lse_without_features(queries, first_key, last_key, left, right, device):
+    """lse where a zero dimension leaves the features no elements (libgka refuses
+    such calls: gka.h; their results need no kernel): with D = 0 every score is 0,
+    so lse is the log of the number of keys in each query's window, -inf where it
+    has none; otherwise lse has no elements either. Positions as ints or int64
+    tensors that broadcast to lse's shape (innermost: the queries)."""
+    q, first, last = (torch.as_tensor(v, dtype=torch.int64, device=device) for v in (queries, first_key, last_key))
+    lo = torch.maximum(q - left, first) if left >= 0 else first
+    hi = torch.minimum(q + right, last) if right >= 0 else last
+    return (hi - lo + 1).clamp(min=0).double().log().float()
+
+
 @torch.library.custom_op("gka::forward", mutates_args=())
 def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(y [B,T,H,D], lse [B,H,T]) = GKA forward of x [B,T,H,D] with bandwidths sigma [H]."""
@@ -92,8 +104,10 @@ def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int) -> tupl
     B, T, H, D = x.shape
     y = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
-    if B * T * H > 0:  # libgka rejects empty shapes; their outputs are empty
+    if x.numel() > 0:
         _run("gka_forward", x, (left, right), x, sigma, y, lse)
+    else:
+        lse.copy_(_lse_without_features(torch.arange(T), 0, T - 1, left, right, x.device))
     return y, lse
 
 
@@ -119,7 +133,7 @@ def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.T
     _check_backward_inputs(x, y, lse, dy)
     dx = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
-    if B * T * H > 0:
+    if x.numel() > 0:
         _run("gka_backward", x, (left, right), x, sigma, y, lse, dy, dx, dsigma)
     else:
         dsigma.zero_()
@@ -155,6 +169,27 @@ forward.register_autograd(_backward, setup_context=_setup_context)
 # (below); a registration would round sigma, a learned bandwidth, as well.
 
 
+def _check_decode(Tq, capacity, left, right, cache_lens):
+    """The window and cache rule libgka's decode applies (runtime/gka.cpp, check_decode),
+    for the calls that skip libgka (no elements): a cache too small for the window
+    is refused at the first call, whatever its size."""
+    if right != 0:
+        raise ValueError(f"gka: decode window ({left}, {right}): the right span must be 0 (the new tokens' future "
+                         "is not there)")
+    if capacity < 1:
+        raise ValueError(f"gka: cache capacity {capacity} < 1")
+    ring = left >= 0
+    if ring and left > capacity:
+        raise ValueError(f"gka: decode window ({left}, 0) reaches {left} tokens back: the cache needs capacity >= "
+                         f"{left}, got {capacity} (or the causal window (-1, 0) with capacity >= the longest sequence)")
+    for b, length in enumerate(cache_lens.tolist()):
+        if length < 0 or length > 2**31 - 1 - Tq:
+            raise ValueError(f"gka: cache_lens[{b}] = {length}: must be in 0..2^31 - 1 - new tokens")
+        if not ring and length + Tq > capacity:
+            raise ValueError(f"gka: cache_lens[{b}] = {length} + {Tq} new tokens do not fit a cache of capacity "
+                             f"{capacity} under the causal window: it needs capacity >= {length + Tq}")
+
+
 @torch.library.custom_op("gka::decode", mutates_args=("cache",))
 def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma: torch.Tensor, left: int,
            right: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -175,10 +210,14 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
     x, sigma, cache_lens = x.contiguous(), sigma.float().contiguous(), cache_lens.contiguous()
     y = torch.empty_like(x)
     lse = torch.empty((B, H, Tq), dtype=torch.float32, device=x.device)
-    if B * Tq * H > 0:
+    if x.numel() > 0:
         _call("gka_decode" + _FEATURE_DTYPES[x.dtype], x.device, _lib.Shape(B, Tq, H, D), cache.shape[1],
               _lib.Window(left, right), x.data_ptr(), sigma.data_ptr(), cache_lens.data_ptr(), cache.data_ptr(),
               y.data_ptr(), lse.data_ptr())
+    else:  # nothing to write into the cache; each query's keys are positions 0 to its own
+        _check_decode(Tq, cache.shape[1], left, right, cache_lens)
+        positions = cache_lens[:, None] + torch.arange(Tq)
+        lse.copy_(_lse_without_features(positions, 0, positions, left, right, x.device).unsqueeze(1))
     return y, lse
 
 
@@ -196,12 +235,22 @@ def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0)):
     cache [B,capacity,H,D] holds x itself (GKA's keys and values are the features),
     position p of sequence b in slot p % capacity; cache_lens [B] (int64, CPU) counts
     each sequence's tokens before the call and is not changed (add Tq after). window
-    is causal (-1, 0), or (W-1, 0), where a ring of capacity >= W-1 serves any
-    length. x and cache are float32 or bfloat16 (the same), on the CPU or a CUDA
-    device (cache_lens stays on the CPU). To prefill a
-    long prompt, run gka_attention on it and copy its x into the cache.
+    is causal (-1, 0), where each sequence must fit (cache_lens + Tq <= capacity),
+    or (W-1, 0), where a ring of capacity >= W-1 serves any length (a smaller one
+    is refused at the first call, saying the capacity needed). x and cache are
+    float32 or bfloat16 (the same), on the CPU or a CUDA device (cache_lens stays
+    on the CPU). To prefill a long prompt, run gka_attention on it and copy its x
+    into the cache.
+
+    Inference only: it has no backward, so where autograd is on and x, sigma or
+    the cache requires grad it raises at once (run it under torch.no_grad() or
+    torch.inference_mode(), or pass detached tensors).
     """
     left, right = _window(window)
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (x, cache, sigma)):
+        raise RuntimeError("gka: gka_decode is inference-only (it has no backward), but x, sigma or the cache "
+                           "requires grad: call it under torch.no_grad() or torch.inference_mode(), or pass "
+                           "detached tensors")
     return torch.ops.gka.decode(x, cache, cache_lens, sigma, left, right)[0]
 
 
@@ -210,10 +259,30 @@ def _check_varlen(x, cu_seqlens, sigma, fake=False):
         raise ValueError(f"gka: packed x must be [total, heads, head_dim], got "
                          f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
     _check(x.unsqueeze(0), sigma, fake=fake)
-    if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2 or cu_seqlens.dtype != torch.int64 or \
-            cu_seqlens.device.type != "cpu":
-        raise TypeError(f"gka: cu_seqlens must be an int64 CPU tensor [sequences + 1], got {cu_seqlens.dtype} "
-                        f"{tuple(cu_seqlens.shape)} on {cu_seqlens.device}")
+    if cu_seqlens.dtype != torch.int64 or cu_seqlens.device.type != "cpu":
+        raise TypeError(f"gka: cu_seqlens must be an int64 CPU tensor, got {cu_seqlens.dtype} on {cu_seqlens.device}")
+    # libgka's varlen calls take one sequence at least (gka.h): no tokens at all
+    # is one empty sequence, [0, 0].
+    if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2:
+        raise ValueError(f"gka: cu_seqlens must be [sequences + 1] with one sequence at least (gka.h, "
+                         f"gka_forward_varlen): 0 first, non-decreasing, the total last ([0, 0] for no tokens), "
+                         f"got shape {tuple(cu_seqlens.shape)}")
+
+
+def _check_cu_seqlens(cu_seqlens, total):
+    """cu_seqlens' values, as libgka checks them (runtime/varlen.cpp, check_varlen),
+    for the calls that skip libgka (no elements): a call is refused alike whatever
+    its size."""
+    bounds = cu_seqlens.tolist()
+    if bounds[0] != 0:
+        raise ValueError(f"gka: cu_seqlens[0] = {bounds[0]}: must be 0")
+    for s in range(len(bounds) - 1):
+        if bounds[s + 1] < bounds[s]:
+            raise ValueError(f"gka: cu_seqlens[{s + 1}] = {bounds[s + 1]} < cu_seqlens[{s}] = {bounds[s]}: "
+                             "must be non-decreasing")
+    if bounds[-1] != total:
+        raise ValueError(f"gka: cu_seqlens[{len(bounds) - 1}] = {bounds[-1]}: must be the total token count, "
+                         f"x's {total}")
 
 
 def _run_varlen(name, x, cu_seqlens, window, *tensors):
@@ -232,8 +301,13 @@ def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tenso
     x, cu_seqlens, sigma = x.contiguous(), cu_seqlens.contiguous(), sigma.float().contiguous()
     y = torch.empty_like(x)
     lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32, device=x.device)
-    if x.shape[0] * x.shape[1] > 0:  # libgka refuses head_dim 0 with its reason
+    if x.numel() > 0:  # libgka takes empty sequences, but not a total of 0: its pointers would be NULL
         _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse)
+    else:  # each token's keys are those of its sequence
+        _check_cu_seqlens(cu_seqlens, x.shape[0])
+        lengths = cu_seqlens.diff()
+        first, end = (bound.repeat_interleave(lengths) for bound in (cu_seqlens[:-1], cu_seqlens[1:]))
+        lse.copy_(_lse_without_features(torch.arange(x.shape[0]), first, end - 1, left, right, x.device))
     return y, lse
 
 
@@ -256,8 +330,10 @@ def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tens
     sigma = sigma.float().contiguous()
     dx = torch.empty_like(x)
     dsigma = torch.zeros((x.shape[1],), dtype=torch.float32, device=x.device)
-    if x.shape[0] * x.shape[1] > 0:
+    if x.numel() > 0:
         _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse, dy, dx, dsigma)
+    else:
+        _check_cu_seqlens(cu_seqlens, x.shape[0])
     return dx, dsigma
 
 
@@ -314,8 +390,10 @@ def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, quer
     lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
     if x.numel() > 0 and keys.numel() > 0:
         _run_chunk("gka_forward_chunk", x, keys, query_start, key_start, (left, right), x, keys, sigma, y, lse)
-    else:
-        y.zero_(), lse.fill_(float("-inf"))
+    else:  # no keys (lse -inf, y 0), or no features
+        y.zero_()
+        lse.copy_(_lse_without_features(query_start + torch.arange(T), key_start, key_start + keys.shape[1] - 1,
+                                        left, right, x.device))
     return y, lse
 
 
@@ -354,6 +432,18 @@ def _(x, keys, sigma, y, lse, dy, query_start, key_start, left, right):
     return torch.empty_like(x), torch.empty_like(keys), sigma.new_empty(sigma.shape, dtype=torch.float32)
 
 
+def _no_double_backward(ctx, *grads):
+    raise NotImplementedError(
+        "gka: double backward is not supported: libgka computes GKA's gradients, not their own derivatives "
+        "(a backward through a graph that torch.autograd.grad(..., create_graph=True) made of gka's gradients)")
+
+
+# The backward passes' own backward: an error that names what is unsupported
+# (a second derivative), where torch would say that no formula is registered.
+for _op in (backward, backward_varlen, backward_chunk):
+    _op.register_autograd(_no_double_backward)
+
+
 def merge_chunks(ys, lses):
     """The exact merge of chunks' partial results for the same queries:
     lse = log sum_c exp(lse_c), y = sum_c exp(lse_c - lse) y_c (a chunk with
@@ -373,15 +463,18 @@ def _pairs(q0, tq, k0, tk, window):
 class _Chunked(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, sigma, window, chunk_size):
-        chunks = x.split(chunk_size, dim=1)
-        starts = [i * chunk_size for i in range(len(chunks))]
-        ys, lses = [], []
-        for xq, q0 in zip(chunks, starts):
-            parts = [torch.ops.gka.forward_chunk(xq, xk, sigma, q0, k0, *window)
-                     for xk, k0 in zip(chunks, starts) if _pairs(q0, xq.shape[1], k0, xk.shape[1], window)]
-            y, lse = merge_chunks(*zip(*parts))
-            ys.append(y), lses.append(lse)
-        y, lse = torch.cat(ys, dim=1), torch.cat(lses, dim=2)
+        if x.shape[1] == 0:  # no tokens, so no pair to merge: the chunk op's empty results, without a kernel
+            y, lse = torch.ops.gka.forward_chunk(x, x, sigma, 0, 0, *window)
+        else:
+            chunks = x.split(chunk_size, dim=1)
+            starts = [i * chunk_size for i in range(len(chunks))]
+            ys, lses = [], []
+            for xq, q0 in zip(chunks, starts):
+                parts = [torch.ops.gka.forward_chunk(xq, xk, sigma, q0, k0, *window)
+                         for xk, k0 in zip(chunks, starts) if _pairs(q0, xq.shape[1], k0, xk.shape[1], window)]
+                y, lse = merge_chunks(*zip(*parts))
+                ys.append(y), lses.append(lse)
+            y, lse = torch.cat(ys, dim=1), torch.cat(lses, dim=2)
         ctx.save_for_backward(x, sigma, y, lse)
         ctx.window, ctx.chunk_size = window, chunk_size
         return y
@@ -439,8 +532,10 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0)):
     """gka_attention over variable-length sequences packed along the tokens
     (FlashAttention's varlen): x [total,H,D], sequence s at tokens
     cu_seqlens[s]..cu_seqlens[s+1]-1 (int32 or int64, any device: it is read on
-    the host), each attending within itself under the window, at its own cost
-    (nothing padded). Returns y [total,H,D]; gradients flow to x and sigma.
+    the host; one sequence at least, as libgka takes: [0, 0] for no tokens), each
+    attending within itself under the window, at its own cost (nothing padded).
+    Returns y [total,H,D]; gradients flow to x and sigma. No elements (a total
+    of 0, or H or D 0) gives the exact results without a kernel, as gka_attention.
     On the CPU or a CUDA device; dtypes and autocast as gka_attention's. (On
     CUDA the backward waits for the stream once, to add the sequences' dsigma
     in order; a CUDA cu_seqlens is copied to the host, which waits too.)
@@ -455,7 +550,7 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0)):
     return torch.ops.gka.forward_varlen(x, cu_seqlens.to("cpu", torch.int64), sigma, left, right)[0]
 
 
-def gka_attention(x, sigma, window=(-1, 0)):
+def gka_attention(x, sigma, window=(-1, 0), return_lse=False):
     """Gaussian Kernel Attention: y [B,T,H,D] for features x [B,T,H,D] and per-head
     bandwidths sigma [H] (finite, > 0). x is float32 or bfloat16 (CPU or CUDA), y
     has x's dtype, and sigma either (the kernels widen it to float32); under
@@ -463,8 +558,14 @@ def gka_attention(x, sigma, window=(-1, 0)):
 
     window is FlashAttention's (left, right), -1 = unbounded: (-1, 0) causal (the
     default), (-1, -1) full, (W-1, 0) causal sliding window of W tokens. Gradients
-    flow to x and sigma through libgka's backward.
+    flow to x and sigma through libgka's backward (once: double backward raises).
+
+    return_lse=True returns (y, lse) with lse [B,H,T] float32, each row's log sum
+    of exp(score): FlashAttention's softmax_lse. lse carries no gradient (libgka's
+    backward takes none for it). A zero dimension gives empty results without a
+    kernel (lse = log of each row's key count where only D is 0: gka.h).
     """
     left, right = _window(window)
     x, sigma = _autocast_inputs(x, sigma)
-    return torch.ops.gka.forward(x, sigma, left, right)[0]
+    y, lse = torch.ops.gka.forward(x, sigma, left, right)
+    return (y, lse) if return_lse else y

@@ -148,13 +148,35 @@ class ForwardBackward(unittest.TestCase):
         self.assertTrue(y.requires_grad)
         self.assertFalse(lse.requires_grad)
 
-    def test_empty_batch(self):
-        x = torch.zeros(0, 5, 2, 8)
-        sigma = torch.ones(2, requires_grad=True)
-        y = gka_attention(x.requires_grad_(), sigma)
-        self.assertEqual(y.shape, x.shape)
-        y.sum().backward()
-        self.assertTrue(torch.equal(sigma.grad, torch.zeros(2)))
+    def test_any_zero_dimension_gives_empty_results(self):
+        # gka.h: libgka refuses every zero dimension alike and gka_torch gives the
+        # results without a kernel: y and dx empty, dsigma 0, and where only D is
+        # 0 every score is 0, so lse is the log of each row's key count, as the
+        # reference gives it.
+        for shape in ((0, 5, 2, 8), (2, 0, 2, 8), (2, 5, 0, 8), (2, 5, 2, 0)):
+            for window in WINDOWS:
+                with self.subTest(shape=shape, window=window):
+                    x = torch.zeros(shape, requires_grad=True)
+                    sigma = torch.ones(shape[2], requires_grad=True)
+                    y, lse = gka_attention(x, sigma, window, return_lse=True)
+                    want_y, want_lse = gka_forward_reference(x.detach().double(), sigma.detach().double(), window)
+                    self.assertEqual((y.shape, lse.shape), (want_y.shape, want_lse.shape))
+                    self.assertTrue(torch.equal(lse, want_lse.float()))
+                    y.sum().backward()
+                    self.assertEqual(x.grad.shape, x.shape)
+                    self.assertTrue(torch.equal(sigma.grad, torch.zeros(shape[2])))
+
+    def test_zero_head_dim_in_every_op(self):
+        # The same rule in the varlen, chunk and decode ops: log key counts.
+        x, sigma = torch.zeros(1, 6, 2, 0), torch.ones(2)
+        counts = torch.arange(1, 7).double().log().float()  # causal: row t has t + 1 keys
+        lse = torch.ops.gka.forward_varlen(x[0], torch.tensor([0, 2, 6]), sigma, -1, 0)[1]
+        self.assertTrue(torch.equal(lse, torch.cat([counts[:2], counts[:4]]).expand(2, 6)))
+        lse = torch.ops.gka.forward_chunk(x[:, 3:], x[:, :2], sigma, 3, 0, 2, 0)[1]  # keys 0, 1 for queries 3..5
+        self.assertTrue(torch.equal(lse, torch.tensor([0.0, float("-inf"), float("-inf")]).expand(1, 2, 3)))
+        y, lse = torch.ops.gka.decode(x[:, :2], torch.zeros(1, 8, 2, 0), torch.tensor([3]), sigma, -1, 0)
+        self.assertTrue(torch.equal(lse, counts[3:5].expand(1, 2, 2)))
+        self.assertEqual(y.shape, (1, 2, 2, 0))
 
 
 class BFloat16(unittest.TestCase):
@@ -470,6 +492,26 @@ class Decode(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "cache must be"):
             gka_torch.gka_decode(x, torch.zeros(1, 8, 3, 4), lens, sigma)
 
+    def test_empty_calls_refuse_what_libgka_refuses(self):
+        # A call with no elements (Tq or D 0) skips libgka (gka.h); a window or
+        # cache libgka refuses is refused all the same, in libgka's words.
+        def refusal(tq, d, capacity, length, window):
+            x, cache = torch.ones(1, tq, 2, d), torch.zeros(1, capacity, 2, d)
+            with self.assertRaises(ValueError) as caught:
+                gka_torch.gka_decode(x, cache, torch.tensor([length]), torch.ones(2), window)
+            return str(caught.exception).split(": ", 1)[1]  # after "gka_decode failed (...)" or "gka"
+
+        for name, tq, capacity, length, window in (("right span must be 0", 1, 8, 0, (-1, -1)),
+                                                   ("needs capacity >= 7, got 5", 1, 5, 0, (7, 0)),
+                                                   ("do not fit", 2, 4, 3, (-1, 0))):
+            with self.subTest(name):
+                libgka = refusal(tq, 4, capacity, length, window)
+                self.assertIn(name, libgka)
+                self.assertEqual(refusal(tq, 0, capacity, length, window), libgka)
+                if name != "do not fit":  # which depends on Tq
+                    self.assertEqual(refusal(0, 4, capacity, length, window), libgka)
+        self.assertIn("5 + 0 new tokens do not fit a cache of capacity 4", refusal(0, 4, 4, 5, (-1, 0)))
+
     def test_opcheck(self):
         x, sigma = (t.float() for t in inputs(8, b=1, t=2, h=2))
         torch.library.opcheck(torch.ops.gka.decode.default,
@@ -526,6 +568,27 @@ class Varlen(unittest.TestCase):
             gka_torch.gka_attention_varlen(x, torch.tensor([0.0, 6.0]), sigma)
         with self.assertRaisesRegex(ValueError, "total, heads, head_dim"):
             gka_torch.gka_attention_varlen(x[None], torch.tensor([0, 6]), sigma)
+        # No sequence: libgka's varlen calls take one at least (gka.h); [0, 0] is no tokens.
+        for cu in (torch.tensor([0]), torch.tensor([], dtype=torch.int64)):
+            with self.assertRaisesRegex(ValueError, r"one sequence at least .*\[0, 0\] for no tokens"):
+                gka_torch.gka_attention_varlen(x[:0], cu, sigma)
+
+    def test_every_sequence_empty(self):
+        # A total of 0: no pointer for libgka (gka.h), so gka_torch gives the
+        # empty results itself, forward and backward, and checks cu_seqlens as
+        # libgka would.
+        for window in WINDOWS:
+            with self.subTest(window=window):
+                x, sigma = torch.zeros(0, 2, 4, requires_grad=True), torch.ones(2, requires_grad=True)
+                y, lse = torch.ops.gka.forward_varlen(x, torch.tensor([0, 0, 0]), sigma, *window)
+                self.assertEqual((y.shape, lse.shape), ((0, 2, 4), (2, 0)))
+                y.sum().backward()
+                self.assertEqual(x.grad.shape, (0, 2, 4))
+                self.assertTrue(torch.equal(sigma.grad, torch.zeros(2)))
+        for cu, error in (([0, 1], "total token count"), ([1, 0], r"cu_seqlens\[0\] = 1"),
+                          ([0, 2, 0], "non-decreasing")):
+            with self.subTest(cu=cu), self.assertRaisesRegex(ValueError, error):
+                gka_torch.gka_attention_varlen(torch.zeros(0, 2, 4), torch.tensor(cu), torch.ones(2))
 
     def test_opcheck(self):
         x, sigma = (t.float() for t in inputs(8, b=1, t=7, h=2))
@@ -574,6 +637,17 @@ class Chunks(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "chunk_size"):
             gka_torch.gka_attention_chunked(x, sigma, (-1, 0), 0)
 
+    def test_no_tokens(self):
+        # T = 0: no chunk pair to merge; the exact empty results, and gradients.
+        for window in WINDOWS:
+            with self.subTest(window=window):
+                x, sigma = torch.zeros(2, 0, 3, 8, requires_grad=True), torch.ones(3, requires_grad=True)
+                y = gka_torch.gka_attention_chunked(x, sigma, window, chunk_size=4)
+                self.assertEqual(y.shape, x.shape)
+                y.sum().backward()
+                self.assertEqual(x.grad.shape, x.shape)
+                self.assertTrue(torch.equal(sigma.grad, torch.zeros(3)))
+
     def test_opcheck(self):
         x, sigma = (t.float() for t in inputs(8, b=1, t=6, h=2))
         args = (x, x[:, :4], sigma, 2, 0, -1, 0)
@@ -581,6 +655,243 @@ class Chunks(unittest.TestCase):
         y, lse = torch.ops.gka.forward(x, sigma, -1, 0)
         torch.library.opcheck(torch.ops.gka.backward_chunk.default,
                               (x, x[:, :4], sigma, y, lse, torch.ones_like(y), 0, 0, -1, 0))
+
+
+class Module(unittest.TestCase):
+    """GaussianKernelAttention against the functional op it wraps: the same values and
+    gradients (bitwise: the same kernels on the same numbers) in every layout and
+    input form."""
+
+    H, D = 3, 8
+
+    def module(self, **kwargs):
+        m = gka_torch.GaussianKernelAttention(self.H, self.D, window=(3, 0), **kwargs)
+        with torch.no_grad():
+            m.log_sigma.copy_(torch.tensor([-0.5, 0.5, 1.5]))  # heads from sharp to flat
+        return m
+
+    def features(self, seed=20):
+        return inputs(self.D, seed=seed, h=self.H)[0].float()  # [B,T,H,D]
+
+    def functional(self, x_bthd, log_sigma, window=(3, 0)):
+        """y [B,T,H,D], lse, dL/dx, dL/dlog_sigma of gka_attention for L = sum(y * dy)."""
+        x, log_sigma = x_bthd.clone().requires_grad_(), log_sigma.detach().clone().requires_grad_()
+        y, lse = gka_attention(x, log_sigma.exp(), window, return_lse=True)
+        (y * self.dy(y)).sum().backward()
+        return y.detach(), lse, x.grad, log_sigma.grad
+
+    @staticmethod
+    def dy(y):
+        return torch.randn(y.shape, generator=torch.Generator().manual_seed(21)).to(y.dtype)
+
+    def test_matches_the_functional_op(self):
+        x = self.features()
+        # (layout, the module's input, its [B,T,H,D] view)
+        forms = (("bthd", x, lambda t: t), ("bthd", x.flatten(2), lambda t: t.unflatten(2, (self.H, self.D))),
+                 ("bhtd", x.transpose(1, 2).contiguous(), lambda t: t.transpose(1, 2)))
+        for layout, given, as_bthd in forms:
+            with self.subTest(layout=layout, shape=tuple(given.shape)):
+                m = self.module(layout=layout)
+                xin = given.clone().requires_grad_()
+                y = m(xin)
+                self.assertEqual(y.shape, given.shape)
+                want_y, _, want_dx, want_dlog_sigma = self.functional(x, m.log_sigma)
+                self.assertTrue(torch.equal(as_bthd(y), want_y))
+                (as_bthd(y) * self.dy(want_y)).sum().backward()
+                self.assertTrue(torch.equal(as_bthd(xin.grad), want_dx))
+                self.assertTrue(torch.equal(m.log_sigma.grad, want_dlog_sigma))
+
+    def test_return_lse(self):
+        x = self.features()
+        _, want_lse, _, _ = self.functional(x, self.module().log_sigma)
+        for layout, given in (("bthd", x), ("bhtd", x.transpose(1, 2))):
+            with self.subTest(layout=layout):
+                y, lse = self.module(layout=layout, return_lse=True)(given)
+                self.assertEqual(y.shape, given.shape)
+                self.assertEqual(lse.dtype, torch.float32)
+                self.assertTrue(torch.equal(lse, want_lse))  # [B,H,T] in both layouts
+        y, lse = torch.ops.gka.forward(x, self.module().sigma, 3, 0)
+        got_y, got_lse = gka_attention(x, self.module().sigma, (3, 0), return_lse=True)
+        self.assertTrue(torch.equal(got_y, y) and torch.equal(got_lse, lse))
+
+    def test_bhtd_saves_one_contiguous_copy_of_x(self):
+        # The backward copies no x: the op saves the [B,T,H,D] copy the forward made
+        # (contiguous, so the backward's .contiguous() is the tensor itself).
+        x = self.features().transpose(1, 2).contiguous().requires_grad_()  # [B,H,T,D]
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+            y = self.module(layout="bhtd")(x)
+        features = [t for t in saved if t.dim() == 4 and t.shape[1:] == (T, self.H, self.D)]
+        self.assertEqual(len(features), 2)  # x's copy and y
+        self.assertTrue(all(t.is_contiguous() for t in saved))
+        self.assertTrue(torch.equal(features[0], x.detach().transpose(1, 2)))
+
+    def test_dtypes_follow_the_input_and_sigma_stays_float32(self):
+        m = self.module()
+        x = self.features().to(torch.bfloat16)
+        y = m(x)
+        self.assertIn("_bf16", gka_torch.last_kernel())
+        self.assertEqual(y.dtype, torch.bfloat16)
+        self.assertTrue(torch.equal(y, gka_attention(x, m.sigma.detach(), (3, 0))))
+        y.float().sum().backward()
+        self.assertEqual((m.log_sigma.dtype, m.log_sigma.grad.dtype, m.sigma.dtype), (torch.float32,) * 3)
+
+    def test_autocast(self):
+        m = self.module()
+        x = self.features()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = m(x)
+        self.assertEqual(y.dtype, torch.bfloat16)
+        self.assertIn("_bf16", gka_torch.last_kernel())
+        self.assertTrue(torch.equal(y, m(x.to(torch.bfloat16))))  # x rounded, sigma not
+        y.float().sum().backward()
+        self.assertEqual(m.log_sigma.grad.dtype, torch.float32)
+
+    def test_state_dict_round_trip(self):
+        import io
+        m = self.module()
+        buffer = io.BytesIO()
+        torch.save(m.state_dict(), buffer)
+        buffer.seek(0)
+        fresh = gka_torch.GaussianKernelAttention(self.H, self.D, window=(3, 0))
+        self.assertFalse(torch.equal(fresh.log_sigma, m.log_sigma))
+        fresh.load_state_dict(torch.load(buffer))
+        self.assertEqual(list(m.state_dict()), ["log_sigma"])
+        x = self.features()
+        self.assertTrue(torch.equal(fresh(x), m(x)))
+
+    def test_compiled_module_is_one_graph(self):
+        torch._dynamo.reset()
+        x = self.features()
+        for layout, given in (("bthd", x.flatten(2)), ("bhtd", x.transpose(1, 2))):
+            with self.subTest(layout=layout):
+                m = self.module(layout=layout)
+                explained = torch._dynamo.explain(m)(given)
+                self.assertEqual(explained.graph_break_count, 0, explained.break_reasons)
+                compiled = torch.compile(m, fullgraph=True, backend="aot_eager")
+                xc, xe = given.clone().requires_grad_(), given.clone().requires_grad_()
+                yc = compiled(xc)
+                yc.square().sum().backward()
+                dsigma_compiled = m.log_sigma.grad.clone()
+                m.log_sigma.grad = None
+                ye = m(xe)
+                ye.square().sum().backward()
+                self.assertTrue(torch.equal(yc, ye))
+                self.assertTrue(torch.equal(xc.grad, xe.grad))
+                self.assertTrue(torch.equal(dsigma_compiled, m.log_sigma.grad))
+
+    def test_sigma_stays_positive_after_a_step_pushing_it_down(self):
+        # A loss that rewards sharp kernels (y near x) pushes every sigma down; a
+        # step large enough to take a plain sigma parameter below 0 leaves
+        # exp(log_sigma) positive, and the module still runs.
+        m = gka_torch.GaussianKernelAttention(self.H, self.D)
+        x = self.features()
+        (m(x) - x).square().sum().backward()
+        grad = m.log_sigma.grad.clone()
+        self.assertTrue((grad > 0).all(), grad)
+        before = m.sigma.detach()
+        lr = 10.0 / grad.max().item()  # the fastest head's log sigma falls by 10
+        self.assertTrue((before - lr * grad / before < 0).any())  # dL/dsigma = dL/dlog_sigma / sigma
+        torch.optim.SGD(m.parameters(), lr=lr).step()
+        after = m.sigma.detach()
+        self.assertTrue(((after > 0) & (after < before)).all(), after)
+        self.assertTrue(torch.isfinite(m(x)).all())
+
+    def test_defaults_and_repr(self):
+        m = gka_torch.GaussianKernelAttention(4, 32)
+        self.assertTrue(torch.allclose(m.sigma, torch.full((4,), 4.0)))  # sqrt(head_dim / 2)
+        self.assertEqual(repr(m), "GaussianKernelAttention(heads=4, head_dim=32, window=(-1, 0), layout='bthd', "
+                                  "return_lse=False)")
+        self.assertIn("window=(7, 0), layout='bhtd', return_lse=True",
+                      repr(gka_torch.GaussianKernelAttention(4, 32, (7, 0), 2.0, "bhtd", True)))
+
+    def test_errors(self):
+        make = gka_torch.GaussianKernelAttention
+        with self.assertRaisesRegex(ValueError, "layout must be one of"):
+            make(2, 8, layout="bsd")
+        with self.assertRaisesRegex(ValueError, "sigma must be finite and > 0"):
+            make(2, 8, sigma=0.0)
+        with self.assertRaisesRegex(ValueError, "heads must be an int >= 1"):
+            make(0, 8)
+        with self.assertRaisesRegex(ValueError, "window left must be an int >= -1"):
+            make(2, 8, window=(-3, 0))
+        with self.assertRaisesRegex(ValueError, r"takes x \[B, T, 2, 8\] or \[B, T, 16\]"):
+            make(2, 8)(torch.ones(1, 5, 12))
+        with self.assertRaisesRegex(ValueError, r"takes x \[B, 2, T, 8\]"):
+            make(2, 8, layout="bhtd")(torch.ones(1, 5, 2, 8))
+
+
+class Package(unittest.TestCase):
+    def test_version_is_the_projects(self):
+        import re
+        self.assertRegex(gka_torch.__version__, r"^\d+\.\d+\.\d+$")
+        cmakelists = os.path.join(os.path.dirname(__file__), "..", "..", "CMakeLists.txt")
+        with open(cmakelists) as f:
+            project = re.search(r"project\(gka VERSION (\S+)", f.read()).group(1)
+        self.assertEqual(gka_torch.__version__, project)
+
+    def test_num_threads_round_trip(self):
+        before = gka_torch.get_num_threads()
+        try:
+            for n in (1, 3):
+                gka_torch.set_num_threads(n)
+                self.assertEqual(gka_torch.get_num_threads(), n)
+            with self.assertRaisesRegex(ValueError, "not in 1..1024"):
+                gka_torch.set_num_threads(0)
+            with self.assertRaises(TypeError):
+                gka_torch.set_num_threads(2.0)
+        finally:
+            gka_torch.set_num_threads(before)
+
+    def test_default_threads_follow_torch_unless_the_environment_says(self):
+        import subprocess
+        script = "import torch; torch.set_num_threads(3); import gka_torch; print(gka_torch.get_num_threads())"
+        for env_threads, want in ((None, "3"), ("2", "2")):
+            with self.subTest(GKA_NUM_THREADS=env_threads):
+                env = {k: v for k, v in os.environ.items() if k != "GKA_NUM_THREADS"}
+                if env_threads is not None:
+                    env["GKA_NUM_THREADS"] = env_threads
+                run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+                self.assertEqual(run.returncode, 0, run.stderr)
+                self.assertEqual(run.stdout.strip(), want)
+
+    def test_info(self):
+        text = gka_torch.info()
+        for part in (gka_torch.__version__, gka_torch.library_path, gka_torch.cpu_family(),
+                     gka_torch._LIB.gka_cpu_families().decode(), f"threads: {gka_torch.get_num_threads()}",
+                     f"score form: {gka_torch.score_form()}", "CUDA kernels: ", "torch.cuda.is_available(): "):
+            self.assertIn(part, text)
+
+
+class Refusals(unittest.TestCase):
+    """Errors at the call that causes them, saying what is wrong."""
+
+    def test_a_ring_shorter_than_the_window_is_refused_at_the_first_call(self):
+        x, sigma = torch.ones(1, 1, 2, 4), torch.ones(2)
+        with self.assertRaisesRegex(ValueError, "needs capacity >= 7, got 5"):
+            gka_torch.gka_decode(x, torch.zeros(1, 5, 2, 4), torch.tensor([0]), sigma, (7, 0))
+        gka_torch.gka_decode(x, torch.zeros(1, 7, 2, 4), torch.tensor([0]), sigma, (7, 0))
+
+    def test_decode_refuses_inputs_that_require_grad(self):
+        x, cache, lens = torch.ones(1, 1, 2, 4), torch.zeros(1, 4, 2, 4), torch.tensor([0])
+        sigma = torch.ones(2, requires_grad=True)
+        for args in ((x.requires_grad_(), cache, lens, sigma.detach()), (x.detach(), cache, lens, sigma)):
+            with self.assertRaisesRegex(RuntimeError, "inference-only"):
+                gka_torch.gka_decode(*args)
+        with torch.no_grad():
+            y = gka_torch.gka_decode(x, cache, lens, sigma)
+        self.assertTrue(torch.equal(y, x.detach()))  # the first token is itself
+
+    def test_double_backward_says_it_is_unsupported(self):
+        x, sigma = (t.float().requires_grad_() for t in inputs(8, b=1, t=6, h=2))
+        cu = torch.tensor([0, 2, 6])
+        for name, run in (("gka_attention", lambda: gka_attention(x, sigma)),
+                          ("gka_attention_varlen", lambda: gka_torch.gka_attention_varlen(x[0], cu, sigma)),
+                          ("gka_attention_chunked", lambda: gka_torch.gka_attention_chunked(x, sigma, chunk_size=4))):
+            with self.subTest(name):
+                dx, = torch.autograd.grad(run().square().sum(), x, create_graph=True)
+                with self.assertRaisesRegex(NotImplementedError, "double backward is not supported"):
+                    torch.autograd.grad(dx.square().sum(), (x, sigma))
 
 
 class Registration(unittest.TestCase):

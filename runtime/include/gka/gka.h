@@ -6,8 +6,13 @@
  * meaning unbounded: (-1,-1) full, (-1,0) causal, (W-1,0) causal sliding window.
  *
  * Tensors of up to 2^31 - 1 elements (B*T*H*D) are supported; larger shapes
- * are GKA_ERR_UNSUPPORTED. The CPU passes allocate up to a few tensors' worth
- * of memory of their own (docs/c-api.md, "Sizes").
+ * are GKA_ERR_UNSUPPORTED. Every dimension must be >= 1, in every call (a
+ * varlen call's sequences may be empty): a shape with a zero dimension is
+ * GKA_ERR_INVALID_ARGUMENT, whichever it is, and a caller skips such a call.
+ * Its exact results need no kernel: y and dx have no elements, dsigma is 0,
+ * and where only D is 0 each score is 0, so lse_i = log(the number of keys in
+ * row i's window); gka_torch returns these for empty tensors. The CPU passes
+ * allocate up to a few tensors' worth of memory of their own (docs/c-api.md, "Sizes").
  *
  * Every call validates its arguments before touching any output. On failure it
  * returns a status other than GKA_OK and gka_last_error() says why. Calls are
@@ -102,9 +107,12 @@ GKA_API gka_status gka_backward_bf16(gka_shape shape, gka_window window, const g
  * of tokens of sequence b before this call; sequences may differ. x holds the
  * new tokens' features, [B][shape.seq_len][H][D], at positions cache_lens[b]
  * onwards; y is laid out as x, lse [B][H][shape.seq_len]. The window's right
- * span must be 0 (the new tokens' future is not there): causal (-1, 0), or
- * (W-1, 0), where a ring of capacity >= W - 1 serves a sequence of any length.
- * Otherwise each sequence must fit: cache_lens[b] + seq_len <= capacity.
+ * span must be 0 (the new tokens' future is not there). Causal (-1, 0): each
+ * sequence must fit, cache_lens[b] + seq_len <= capacity. A sliding window
+ * (W-1, 0): the cache is a ring holding the last W-1 tokens, which needs
+ * capacity >= W-1 and then serves a sequence of any length; a smaller
+ * capacity is refused at once, whatever the lengths, and the error says the
+ * capacity needed.
  * After computing y and lse the call writes the new tokens' features into
  * their slots (the last `capacity` of them); it does not change cache_lens:
  * the caller adds seq_len. x, y and lse must not overlap the cache.
@@ -171,6 +179,10 @@ GKA_API gka_status gka_forward_chunk(gka_shape shape, gka_chunk chunk, gka_windo
 GKA_API gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
                                       const float *keys, const float *sigma, const float *y, const float *lse,
                                       const float *dy, float *dx, float *dx_keys, float *dsigma);
+
+/* The library's version, "MAJOR.MINOR.PATCH": the project's (CMakeLists.txt,
+ * project(VERSION)), as gka.pc and the shared library's file name give it. */
+GKA_API const char *gka_version(void);
 
 /* Message of the last failing call on this thread ("" if none). */
 GKA_API const char *gka_last_error(void);
