@@ -4,6 +4,11 @@
 VENV    := .venv
 BUILD   := build
 PREFIX  ?= /usr/local
+# The families a build compiles (cmake/GkaKernels.cmake, GKA_FAMILY_SET): quick
+# (this host's best CPU family and the fallback, no CUDA: a first build in
+# minutes) for demo, test and the rest, unless FAMILIES=all (every row of
+# cmake/families.tsv, CUDA included), which make install always builds.
+FAMILIES ?= quick
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
@@ -15,23 +20,25 @@ all: build
 setup:
 	@bash scripts/setup.sh
 
-# $(call configure,folder,more CMake arguments): a build folder, once.
+# $(call configure,folder,family set,more CMake arguments): a build folder,
+# configured again only where its family set changes (CMake finds Halide in the
+# .venv's Python).
 define configure
-	@if [ ! -f $(1)/build.ninja ]; then \
-	  halide=$$($(VENV)/bin/python -c 'import halide; print(halide.install_dir())') && \
-	  $(CMAKE) -G Ninja -S . -B $(1) -DCMAKE_BUILD_TYPE=Release \
-	    -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python \
-	    -DHalide_DIR=$$halide/lib64/cmake/Halide -DHalideHelpers_DIR=$$halide/lib64/cmake/HalideHelpers $(2); \
+	@if [ ! -f $(1)/build.ninja ] || ! grep -qx 'GKA_FAMILY_SET:STRING=$(2)' $(1)/CMakeCache.txt; then \
+	  $(CMAKE) -G Ninja -S . -B $(1) -DCMAKE_BUILD_TYPE=Release -DGKA_FAMILY_SET=$(2) \
+	    -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python $(3); \
 	fi
 endef
 
 configure: setup
-	$(call configure,$(BUILD))
+	$(call configure,$(BUILD),$(FAMILIES))
 
 build: configure
 	@$(CMAKE) --build $(BUILD)
 
-demo: build
+# The demonstration and what it links alone: the generator, the kernels and libgka.
+demo: configure
+	@$(CMAKE) --build $(BUILD) --target gka_demo
 	@$(BUILD)/demo/gka_demo
 
 test: build
@@ -49,16 +56,16 @@ ASAN_BUILD := build-asan
 TSAN_BUILD := build-tsan
 ASAN := address,undefined
 CLANG := -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
-ASAN_CONFIG := $(CLANG) -DGKA_SANITIZE=$(ASAN) -DGKA_KERNEL_FEATURES=asan -DGKA_ONLY_HOST_FAMILIES=ON
+ASAN_CONFIG := $(CLANG) -DGKA_SANITIZE=$(ASAN) -DGKA_KERNEL_FEATURES=asan
 test-asan:
 	@bash scripts/setup.sh sanitizers
-	$(call configure,$(ASAN_BUILD),$(ASAN_CONFIG))
+	$(call configure,$(ASAN_BUILD),host,$(ASAN_CONFIG))
 	@$(CMAKE) --build $(ASAN_BUILD) --target gka_tests gka_env_tests gka_cuda_tests
 	@$(CTEST) --test-dir $(ASAN_BUILD) -L cpp --output-on-failure -j2
 
 test-tsan: build
 	@bash scripts/setup.sh sanitizers
-	$(call configure,$(TSAN_BUILD),$(CLANG) -DGKA_SANITIZE=thread -DGKA_KERNEL_FEATURES=tsan \
+	$(call configure,$(TSAN_BUILD),$(FAMILIES),$(CLANG) -DGKA_SANITIZE=thread -DGKA_KERNEL_FEATURES=tsan \
 	  -DGKA_KERNELS_FROM=$(CURDIR)/$(BUILD))
 	@$(CMAKE) --build $(TSAN_BUILD) --target gka_tests gka_env_tests
 	@GKA_NUM_THREADS=6 $(CTEST) --test-dir $(TSAN_BUILD) -L cpp -R 'gka\.(env\.|four threads|repeated calls|thread count|CPU family)' \
@@ -71,7 +78,7 @@ test-tsan: build
 AARCH64_BUILD := build-aarch64
 test-aarch64: build
 	@bash scripts/setup.sh aarch64
-	$(call configure,$(AARCH64_BUILD),-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/aarch64-linux-gnu.cmake \
+	$(call configure,$(AARCH64_BUILD),all,-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/aarch64-linux-gnu.cmake \
 	  -DGKA_GENERATOR=$(CURDIR)/$(BUILD)/kernels/gka.generator)
 	@$(CMAKE) --build $(AARCH64_BUILD) --target gka_tests gka_env_tests
 	@$(CTEST) --test-dir $(AARCH64_BUILD) -L cpp -E 'long|T=2048|randomized' --output-on-failure -j2
@@ -82,7 +89,7 @@ test-aarch64: build
 FUZZ_SECONDS ?= 60
 fuzz:
 	@bash scripts/setup.sh sanitizers
-	$(call configure,$(ASAN_BUILD),$(ASAN_CONFIG))
+	$(call configure,$(ASAN_BUILD),host,$(ASAN_CONFIG))
 	@$(CMAKE) --build $(ASAN_BUILD) --target gka_fuzz
 	@mkdir -p $(ASAN_BUILD)/fuzz-corpus
 	@$(ASAN_BUILD)/fuzz/gka_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 -print_final_stats=1 \
@@ -93,6 +100,9 @@ fuzz:
 generate: build
 	@bash scripts/generate.sh $(BUILD)/kernels/gka.generator "$(TARGET)" "$(OUT)" "$(KNOBS)"
 
+# Every family of the table, so that the installed libgka runs on any host
+# of the architecture (a later make test configures the quick set again).
+install: override FAMILIES := all
 install: build
 	@$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 

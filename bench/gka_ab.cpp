@@ -9,6 +9,8 @@
 //
 //     gka_ab OLD/libgka.so NEW/libgka.so [rounds] [cpu family] [NEW's score form]
 //
+// The family defaults to the new library's best on this host.
+//
 // The score form (gka_set_score_form: "centred" times the forward's centred
 // kernel on these inputs, which "auto" runs about the origin) is set in the new
 // library alone: an older one may not know it (a3dc9e4 has no forms), and
@@ -32,6 +34,7 @@ using Backward = decltype(&gka_backward);
 struct Library {
     Forward forward;
     Backward backward;
+    const char *family;  // the CPU family it runs
 };
 
 Library load(const char *path, const char *family, const char *score_form = nullptr) {
@@ -42,7 +45,7 @@ Library load(const char *path, const char *family, const char *score_form = null
     }
     auto set_family = reinterpret_cast<decltype(&gka_set_cpu_family)>(dlsym(handle, "gka_set_cpu_family"));
     if (!set_family || set_family(family) != GKA_OK) {
-        std::fprintf(stderr, "gka_ab: %s cannot run family %s\n", path, family);
+        std::fprintf(stderr, "gka_ab: %s cannot run family %s\n", path, family ? family : "(its best)");
         std::exit(1);
     }
     auto set_form = reinterpret_cast<decltype(&gka_set_score_form)>(dlsym(handle, "gka_set_score_form"));
@@ -51,7 +54,8 @@ Library load(const char *path, const char *family, const char *score_form = null
         std::exit(1);
     }
     return {reinterpret_cast<Forward>(dlsym(handle, "gka_forward")),
-            reinterpret_cast<Backward>(dlsym(handle, "gka_backward"))};
+            reinterpret_cast<Backward>(dlsym(handle, "gka_backward")),
+            reinterpret_cast<decltype(&gka_cpu_family)>(dlsym(handle, "gka_cpu_family"))()};
 }
 
 double median(std::vector<double> v) {
@@ -68,9 +72,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int rounds = argc > 3 ? std::atoi(argv[3]) : 11;
-    const char *family = argc > 4 ? argv[4] : "avx512";
     const char *score_form = argc > 5 ? argv[5] : nullptr;  // the library's default
-    const Library libraries[2] = {load(argv[1], family), load(argv[2], family, score_form)};
+    // The family both run: the one named, else the new library's best here.
+    const Library fresh = load(argv[2], argc > 4 ? argv[4] : nullptr, score_form);
+    const char *family = fresh.family;
+    const Library libraries[2] = {load(argv[1], family), fresh};
     struct Case {
         int64_t head_dim;
         gka_window window;

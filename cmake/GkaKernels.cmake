@@ -44,14 +44,21 @@ foreach (row IN LISTS family_rows)
         message(FATAL_ERROR "cmake/families.tsv: kind must be cpu or cuda: '${row}'")
     endif ()
 endforeach ()
-# GKA_ONLY_HOST_FAMILIES: compile only the CPU families this machine runs, by
-# /proc/cpuinfo's flags (the sanitizer builds: their kernels serve this
-# machine's tests alone, and a family it cannot run would be minutes of
-# generation for tests that skip).
-option(GKA_ONLY_HOST_FAMILIES "Compile only the CPU families whose host features this machine has" OFF)
-if (GKA_ONLY_HOST_FAMILIES)
-    file(STRINGS /proc/cpuinfo flag_lines REGEX "^flags" LIMIT_COUNT 1)
-    string(REGEX REPLACE "^flags[ \t]*:[ ]*" "" host_flags "${flag_lines}")
+# GKA_FAMILY_SET: which families of the table a build compiles.
+# - all: every row for this architecture, CUDA included (make install, the
+#   wheel, CI);
+# - host: the CPU families this machine runs, by /proc/cpuinfo's flags, and
+#   CUDA (the sanitizer builds: their kernels serve this machine's tests alone);
+# - quick: this machine's best CPU family and the table's last CPU row, the
+#   fallback that every host of the architecture runs, without CUDA (make demo
+#   and make test: a first build in minutes).
+set(GKA_FAMILY_SET all CACHE STRING "Families to compile: all, host (the CPU families this machine runs) or quick (its best and the fallback)")
+set_property(CACHE GKA_FAMILY_SET PROPERTY STRINGS all host quick)
+if (NOT GKA_FAMILY_SET MATCHES "^(all|host|quick)$")
+    message(FATAL_ERROR "GKA_FAMILY_SET must be all, host or quick, not '${GKA_FAMILY_SET}'")
+elseif (NOT GKA_FAMILY_SET STREQUAL "all")
+    file(STRINGS /proc/cpuinfo flag_lines REGEX "^(flags|Features)" LIMIT_COUNT 1)
+    string(REGEX REPLACE "^(flags|Features)[ \t]*:[ ]*" "" host_flags "${flag_lines}")
     string(REPLACE " " ";" host_flags "${host_flags}")
     set(host_families "")
     foreach (family IN LISTS GKA_FAMILIES)
@@ -66,7 +73,16 @@ if (GKA_ONLY_HOST_FAMILIES)
             list(APPEND host_families ${family})
         endif ()
     endforeach ()
-    message(STATUS "GKA_ONLY_HOST_FAMILIES: ${host_families} (of ${GKA_FAMILIES})")
+    if (GKA_FAMILY_SET STREQUAL "quick")
+        list(GET GKA_FAMILIES -1 fallback)
+        list(SUBLIST host_families 0 1 host_families)
+        list(APPEND host_families ${fallback})
+        list(REMOVE_DUPLICATES host_families)
+    endif ()
+    if (GKA_FAMILY_SET STREQUAL "quick")
+        set(GKA_CUDA_FAMILIES "")
+    endif ()
+    message(STATUS "GKA_FAMILY_SET ${GKA_FAMILY_SET}: ${host_families} ${GKA_CUDA_FAMILIES} (of ${GKA_FAMILIES})")
     set(GKA_FAMILIES ${host_families})
 endif ()
 # Halide target features added to every kernel's and the runtime's target
