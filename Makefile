@@ -13,7 +13,7 @@ CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
 .PHONY: all setup configure build demo test test-asan test-tsan test-aarch64 fuzz generate install bench bench-full compare \
-        autotune autotune-report clean
+        compare-vision autotune autotune-report clean
 
 all: build
 
@@ -119,6 +119,16 @@ bench-full: build
 # build/compare/report.md and loss_curves.png.
 compare: build
 	@$(VENV)/bin/python examples/train_lm/compare.py --build $(BUILD) --out $(BUILD)/compare $(COMPARE_ARGS)
+
+# Trains the small ViT of examples/vision on scikit-learn's digits with GKA (full
+# window) and with dot-product attention (same split, shape, optimizer, data order
+# and steps; a few minutes in all on 2 cores) and compares them:
+# build/compare-vision/report.md and learning_curves.png. Needs torch and
+# scikit-learn in .venv (scripts/setup.sh torch).
+compare-vision: build
+	@bash scripts/setup.sh torch
+	@GKA_LIBRARY=$(BUILD)/runtime/libgka.so PYTHONPATH=python $(VENV)/bin/python examples/vision/compare.py \
+	  --out $(BUILD)/compare-vision $(COMPARE_VISION_ARGS)
 
 # Tunes the standard shape classes (autotune/gka_autotune.py --all: forward and
 # backward, each head dim the build compiles with constant loops, each class of

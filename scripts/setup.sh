@@ -5,7 +5,8 @@
 # Optional parts, named as arguments: `sanitizers` (clang with its sanitizer
 # and libFuzzer runtimes, for make test-asan, test-tsan and fuzz), `aarch64`
 # (the cross toolchain and qemu-user, for the AArch64 test) and `torch`
-# (PyTorch from PyPI into .venv, for the PyTorch tests; about 5 GB).
+# (PyTorch and scikit-learn from PyPI into .venv, for the PyTorch tests and
+# examples/vision; about 5 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
@@ -43,4 +44,8 @@ fi
 if [[ " $* " == *" torch "* ]] && ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
   echo "setup: installing torch from PyPI into $venv (about 5 GB with its CUDA libraries)"
   "$venv/bin/python" -m pip install -q torch
+fi
+if [[ " $* " == *" torch "* ]] && ! "$venv/bin/python" -c "import sklearn" 2>/dev/null; then
+  echo "setup: installing scikit-learn from PyPI into $venv (examples/vision's digits)"
+  "$venv/bin/python" -m pip install -q scikit-learn
 fi
