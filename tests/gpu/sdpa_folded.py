@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """PyTorch's scaled_dot_product_attention in fp32 on GKA's folded problem.
 
-GKA's forward equals softmax attention with q' = [x / s^2, -1/(2 s^2)],
-k' = [x, |x|^2], v' = [x, 0] (head dim D+1, scale 1): q'.k' = (x_i.x_j - |x_j|^2/2)/s^2,
-which differs from -|x_i - x_j|^2/(2 s^2) by a per-row constant. This times
+GKA's forward is softmax attention on q', k', v' of head dim D+1, scale 1
+(bench/folded.py, which builds them). This times
 SDPA (causal and a (255, 0) sliding window as a boolean mask) for the shapes of
 gka_bench_cuda, with TF32 off, and reports TFLOP/s by docs/spec.md's accounting for
 the same pairs (so the rows compare with gka_bench_cuda's). Writes markdown.
 usage: sdpa_folded.py --out file.md
 """
 import argparse
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from folded import fold  # noqa: E402
 
 
 def pairs(T, window_left):
@@ -41,11 +44,7 @@ def main():
         for D in (64, 128):
             for left in (-1, 255):
                 x = torch.randn(1, 8, T, D, device=dev)
-                s2 = 1.0
-                sq = (x * x).sum(-1, keepdim=True)
-                q = torch.cat([x / s2, torch.full_like(sq, -0.5 / s2)], -1)
-                k = torch.cat([x, sq], -1)
-                v = torch.cat([x, torch.zeros_like(sq)], -1)
+                q, k, v = fold(x, 1.0)
                 if left < 0:
                     call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
                 else:
