@@ -124,7 +124,7 @@ TEST_CASE("bf16: a family with bfloat16 products gives the other results of avx5
     for (const std::string &f : runs)
         if (multiplies_in_bf16(f)) family = f;
     if (family.empty() || std::find(runs.begin(), runs.end(), "avx512") == runs.end()) {
-        gka_test::skip("needs a host that runs avx512 and a family with bfloat16 products");
+        gka_test::skip("needs avx512 and a family with bfloat16 products, both compiled (FAMILIES=all) and run by this host");
         return;
     }
     constexpr gka_test::Bounds rounding{2e-6, 2e-6, 2e-5};
