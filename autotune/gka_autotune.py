@@ -205,9 +205,7 @@ def libgka(build):
     if not os.path.exists(path):
         sys.exit(f"autotune: no libgka at {path}: build the project first (make build)")
     abi, lib = gka_abi(), ctypes.CDLL(path)
-    lib.gka_kernel_variant.argtypes = [ctypes.c_char_p, ctypes.c_char_p, abi.Shape, abi.Window,
-                                       ctypes.POINTER(ctypes.c_char_p)]
-    lib.gka_kernel_variant.restype = ctypes.c_char_p
+    abi.declare(lib)
     return lib, abi
 
 

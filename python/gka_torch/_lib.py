@@ -90,6 +90,7 @@ _CONTROL_SIGNATURES = {
     "gka_cuda_compiled": ([], _int),
     "gka_cuda_families": ([], _char_p),
     "gka_cuda_available": ([], _int),
+    "gka_kernel_variant": ([_char_p, _char_p, Shape, Window, ctypes.POINTER(_char_p)], _char_p),
 }
 
 # Where an installed gka_torch finds the installed libgka: CMake writes the
@@ -129,14 +130,16 @@ def load():
             if origin == "GKA_LIBRARY":
                 break  # an explicit choice that fails is an error, never a silent fallback
             continue
-        _declare(lib)
+        declare(lib)
         return lib, path
     raise ImportError("gka_torch could not load libgka. Tried:\n" + "\n".join(tried) +
                       "\nBuild it (make build) and set GKA_LIBRARY=/path/to/libgka.so, or install the project "
                       "(make install PREFIX=...) and import the gka_torch installed with it.")
 
 
-def _declare(lib):
+def declare(lib):
+    """Declares libgka's calls on a loaded library (load() does; a caller that
+    loads a particular build's libgka itself, as the autotuner does, calls this)."""
     for name, argtypes in _HOST_SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = argtypes, _status
