@@ -14,6 +14,9 @@
 // bandwidth in the same run (memory/read). Varlen ("varlen/.../<how>"): packed
 // documents of mixed lengths in one call, in a call each, and padded. Chunks
 // ("chunks/.../T=<T>/4"): a causal sequence in 4 chunks, every pair's kernels.
+// Kernel functions ("kernels/.../<kernel>"): the forward and backward with each
+// kernel function (gka_set_kernel), one after another for each shape, on the
+// best family at the sharp cases' T.
 // Counters (rates): GFLOP by docs/spec.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
 // and pairs/s. Benchmarks measure; they assert nothing.
 #include <benchmark/benchmark.h>
@@ -27,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "../generators/kernel_function.h"
 #include "bfloat16.h"
 #include "families.h"
 #include "gka/gka.h"
@@ -96,10 +100,11 @@ struct Bf16Data {
         : x(gka_test::to_bf16(d.x)), dy(gka_test::to_bf16(d.dy)), y(d.y.size()), dx(d.dx.size()) {}
 };
 
-// pass: fwd, bwd or fwdbwd, with "_bf16" for the bfloat16 calls.
+// pass: fwd, bwd or fwdbwd, with "_bf16" for the bfloat16 calls; kernel: the
+// kernel function (gka_set_kernel).
 void gka_case(benchmark::State &state, std::string family, std::string pass, gka_window w, gka_shape shape,
-              float feature_scale) {
-    if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
+              float feature_scale, std::string kernel) {
+    if (gka_set_cpu_family(family.c_str()) != GKA_OK || gka_set_kernel(kernel.c_str()) != GKA_OK) {
         state.SkipWithError(gka_last_error());
         return;
     }
@@ -127,7 +132,8 @@ void gka_case(benchmark::State &state, std::string family, std::string pass, gka
     const double flops = (fwd ? 4.0 : 0.0) * shape.head_dim * pairs + (bwd ? 10.0 : 0.0) * shape.head_dim * pairs;
     state.counters["GFLOP"] = Counter(flops * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["pairs"] = Counter(pairs, Counter::kIsIterationInvariantRate);
-    state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
+    state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads, " + gka_last_kernel());
+    check(gka_set_kernel(nullptr));
 }
 
 void sgemm_case(benchmark::State &state, int64_t m, int64_t n, int64_t k) {
@@ -268,7 +274,8 @@ void register_all(const Mode &m) {
                         const std::string name = "gka/" + family + "/" + pass + "/" + wname +
                                                  "/D=" + std::to_string(D) + "/T=" + std::to_string(T);
                         timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, family, pass, w,
-                                                           gka_shape{1, T, 8, D}, smooth_features));
+                                                           gka_shape{1, T, 8, D}, smooth_features,
+                                                           std::string("gaussian")));
                     }
     // bfloat16 beside float32 (the rows above), on the best family at the sharp cases' T.
     for (const std::string pass : {"fwd_bf16", "bwd_bf16"})
@@ -278,15 +285,30 @@ void register_all(const Mode &m) {
                 const std::string name = "gka/" + best + "/" + pass + "/" + wname + "/D=" + std::to_string(D) +
                                          "/T=" + std::to_string(m.sharp_seq_len);
                 timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, best, pass, w,
-                                                   gka_shape{1, m.sharp_seq_len, 8, D}, smooth_features));
+                                                   gka_shape{1, m.sharp_seq_len, 8, D}, smooth_features,
+                                                   std::string("gaussian")));
             }
     for (const std::string &pass : m.passes)
         for (int64_t D : m.head_dims) {
             const std::string name = "gka/" + best + "/" + pass + "/causal_sharp/D=" + std::to_string(D) +
                                      "/T=" + std::to_string(m.sharp_seq_len);
             timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, best, pass, causal.second,
-                                               gka_shape{1, m.sharp_seq_len, 8, D}, sharp_features));
+                                               gka_shape{1, m.sharp_seq_len, 8, D}, sharp_features,
+                                               std::string("gaussian")));
         }
+    for (const std::string pass : {"fwd", "bwd"})
+        for (const auto &[wname, w] : m.windows)
+            for (int64_t D : m.head_dims) {
+                if (wname == "full") continue;
+                for (const char *kernel : gka::kernel_function_names) {
+                    const std::string name = "kernels/" + best + "/" + pass + "/" + wname + "/D=" +
+                                             std::to_string(D) + "/T=" + std::to_string(m.sharp_seq_len) + "/" +
+                                             kernel;
+                    timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, best, pass, w,
+                                                       gka_shape{1, m.sharp_seq_len, 8, D}, smooth_features,
+                                                       std::string(kernel)));
+                }
+            }
     for (int64_t T : m.decode_lengths)
         for (const auto &[wname, w] : {causal, w255}) {
             const std::string name = "decode/" + best + "/" + wname + "/D=64/T=" + std::to_string(T);

@@ -95,6 +95,18 @@ if (GKA_KERNEL_FEATURES)
     set(GKA_RUNTIME_FEATURES -${GKA_KERNEL_FEATURES})
 endif ()
 set(GKA_KERNELS gka_forward gka_backward)
+# The kernel functions (generators/kernel_function.h, the one list of them):
+# GKA_KERNEL_FUNCTIONS, the Gaussian first.
+file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/../generators/kernel_function.h function_names
+     REGEX "kernel_function_names\\[\\] = ")
+string(REGEX MATCHALL "\"[a-z0-9_]+\"" GKA_KERNEL_FUNCTIONS "${function_names}")
+string(REPLACE "\"" "" GKA_KERNEL_FUNCTIONS "${GKA_KERNEL_FUNCTIONS}")
+list(GET GKA_KERNEL_FUNCTIONS 0 first_function)
+if (NOT first_function STREQUAL "gaussian")
+    message(FATAL_ERROR "generators/kernel_function.h: kernel_function_names must list gaussian first, "
+                        "found '${GKA_KERNEL_FUNCTIONS}'")
+endif ()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../generators/kernel_function.h)
 # Head dims compiled with constant loops; "any" serves every other head dim.
 # Cached, for the autotuner, which tunes the others (autotune/gka_autotune.py).
 set(GKA_HEAD_DIMS 64 128 any CACHE INTERNAL "Head dims compiled with constant loops; any serves every other")
@@ -151,22 +163,30 @@ endfunction()
 
 # gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
 # [MIN_SEQ_LEN <n>] [MAX_SEQ_LEN <n>, 0: no bound] [KNOBS name:value,...]
-# [SCORES centred|origin|direct] [ELEMENT float32|bfloat16] [CHUNK]) defines the static library
+# [SCORES centred|origin|direct] [ELEMENT float32|bfloat16] [FUNCTION <kernel function>]
+# [CHUNK]) defines the static library
 # <kernel>_<family>_d<head_dim> (or _any; <kernel>_chunk_... for the CHUNK
 # variant, a chunk's pass: gka.h, gka_forward_chunk), with a suffix for a
 # narrower shape class (_sliding, _t1_2048), for bfloat16 features (_bf16) and
-# for the origin and direct score forms (_origin, _direct), whose function has
+# for the origin and direct score forms (_origin, _direct) and for a kernel
+# function other than the Gaussian (_laplace, _cauchy), whose function has
 # the same name, with its STMT and assembly beside it for review. It appends
 # the variant to GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's
 # dispatch table.
 function(gka_add_kernel kernel family head_dim)
-    cmake_parse_arguments(arg "CHUNK" "KNOBS;WINDOW;MIN_SEQ_LEN;MAX_SEQ_LEN;SCORES;ELEMENT" "" ${ARGN})
+    cmake_parse_arguments(arg "CHUNK" "KNOBS;WINDOW;MIN_SEQ_LEN;MAX_SEQ_LEN;SCORES;ELEMENT;FUNCTION" "" ${ARGN})
     set(variants ${kernel})  # the dispatch table the variant joins
     if (arg_CHUNK)
         set(variants ${kernel}_chunk)
     endif ()
     if (NOT arg_SCORES)
         set(arg_SCORES centred)
+    endif ()
+    if (NOT arg_FUNCTION)
+        set(arg_FUNCTION gaussian)
+    elseif (NOT arg_FUNCTION IN_LIST GKA_KERNEL_FUNCTIONS)
+        message(FATAL_ERROR "gka_add_kernel: FUNCTION must be one of ${GKA_KERNEL_FUNCTIONS} "
+                            "(generators/kernel_function.h), not '${arg_FUNCTION}'")
     endif ()
     if (NOT arg_ELEMENT)
         set(arg_ELEMENT float32)
@@ -225,6 +245,10 @@ function(gka_add_kernel kernel family head_dim)
     elseif (NOT arg_SCORES STREQUAL "centred")
         message(FATAL_ERROR "gka_add_kernel: SCORES must be centred, origin or direct (generators/score_form.h), not '${arg_SCORES}'")
     endif ()
+    if (NOT arg_FUNCTION STREQUAL "gaussian")
+        list(APPEND params kernel_function=${arg_FUNCTION})
+        string(APPEND name _${arg_FUNCTION})
+    endif ()
     if (GKA_KERNELS_FROM)
         gka_import_kernel(${name})
     else ()
@@ -244,7 +268,7 @@ function(gka_add_kernel kernel family head_dim)
     if (family IN_LIST GKA_CUDA_FAMILIES)
         set(where cuda)
     endif ()
-    set(GKA_VARIANTS_${variants}_${where} "${GKA_VARIANTS_${variants}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${arg_MIN_SEQ_LEN}, ${arg_MAX_SEQ_LEN}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES}, ${element})" PARENT_SCOPE)
+    set(GKA_VARIANTS_${variants}_${where} "${GKA_VARIANTS_${variants}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${arg_MIN_SEQ_LEN}, ${arg_MAX_SEQ_LEN}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES}, ${element}, ${arg_FUNCTION})" PARENT_SCOPE)
     set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
 endfunction()
 

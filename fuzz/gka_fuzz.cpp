@@ -84,8 +84,8 @@ private:
 
 [[noreturn]] void contract_broken(const gka_ref::Problem &p, const gka_test::Report &r, const char *calls) {
     const gka_shape &s = p.shape;
-    broken(std::string("the accuracy contract fails (") + calls + ") on B=" + std::to_string(s.batch) +
-           " T=" + std::to_string(s.seq_len) + " H=" + std::to_string(s.heads) + " D=" + std::to_string(s.head_dim) +
+    broken(std::string("the accuracy contract fails (") + calls + ", " + p.kernel +
+           " kernel) on B=" + std::to_string(s.batch) + " T=" + std::to_string(s.seq_len) + " H=" + std::to_string(s.heads) + " D=" + std::to_string(s.head_dim) +
            " window (" + std::to_string(p.window.left) + ", " + std::to_string(p.window.right) +
            "): error / bound y " + std::to_string(r.y.ratio) + " at " + r.y.where + ", lse " +
            std::to_string(r.lse.ratio) + " at " + r.lse.where + ", dx " + std::to_string(r.dx.ratio) + " at " +
@@ -95,9 +95,12 @@ private:
 struct Call {
     gka_ref::Problem p;
     Guarded<float> x, sigma, dy, y, lse, dx, dsigma;
+    // Its calls run the problem's kernel function.
     explicit Call(const gka_ref::Problem &problem)
         : p(problem), x(p.x), sigma(p.sigma), dy(p.dy), y(size(p), fill), lse(rows(p), fill), dx(size(p), fill),
-          dsigma(p.sigma.size(), fill) {}
+          dsigma(p.sigma.size(), fill) {
+        if (gka_set_kernel(p.kernel.c_str()) != GKA_OK) broken("cannot set the kernel " + p.kernel);
+    }
     static constexpr float fill = -12345.0f;
     // The shape may claim more than the buffers hold only where validation must refuse it.
     static size_t size(const gka_ref::Problem &p) { return p.x.size(); }
@@ -140,6 +143,7 @@ void run_valid_bf16(gka_test::RandomProblem drawn) {
     Guarded<gka_bf16> x(gka_test::to_bf16(p.x)), dy(gka_test::to_bf16(p.dy)), y(p.x.size(), 0), dx(p.x.size(), 0);
     p.x = gka_test::from_bf16(x.values()), p.dy = gka_test::from_bf16(dy.values());
     Guarded<float> sigma(p.sigma), lse(size_t(p.rows()), 0.0f), dsigma(p.sigma.size(), 0.0f);
+    if (gka_set_kernel(p.kernel.c_str()) != GKA_OK) broken("cannot set the kernel " + p.kernel);
     if (gka_forward_bf16(p.shape, p.window, x.data(), sigma.data(), y.data(), lse.data()) != GKA_OK)
         broken(std::string("a valid bf16 forward failed: ") + gka_last_error());
     if (gka_backward_bf16(p.shape, p.window, x.data(), sigma.data(), y.data(), lse.data(), dy.data(), dx.data(),
@@ -163,7 +167,10 @@ gka_test::RandomProblem edge_problem(gka_test::Draws &draw) {
     const gka_window window{draw.uniform(-1, T + 2), draw.uniform(-1, T + 2)};
     std::vector<float> sigma(shape.heads);
     for (float &s : sigma) s = float(std::sqrt(double(D)) * draw.log_uniform(0.05, 20));
-    return {gka_test::gaussian_problem(shape, window, sigma, 1.0, draw.uniform(0, 1) ? 3.0 : 0.0, draw.bits()), false};
+    const double offset = draw.uniform(0, 1) ? 3.0 : 0.0;
+    gka_ref::Problem p = gka_test::gaussian_problem(shape, window, sigma, 1.0, offset, draw.bits());
+    p.kernel = draw.kernel_function();
+    return {p, false};
 }
 
 void run_invalid(gka_test::Draws &draw) {
@@ -231,7 +238,10 @@ void run_varlen(gka_test::Draws &draw) {
     if (draw.uniform(0, 3) == 0) cu[draw.uniform(0, B)] += draw.uniform(0, 1) ? -draw.uniform(1, 50) : draw.uniform(1, 50);
     std::vector<float> sigma(H);
     for (float &s : sigma) s = float(std::sqrt(double(D)) * draw.log_uniform(0.1, 10));
-    Call call(gka_test::gaussian_problem({1, total, H, D}, window, sigma, 1.0, 0.0, draw.bits()));
+    gka_ref::Problem packed_problem =
+        gka_test::gaussian_problem({1, total, H, D}, window, sigma, 1.0, 0.0, draw.bits());
+    packed_problem.kernel = draw.kernel_function();
+    Call call(packed_problem);
     const gka_shape packed{B, total, H, D};
     const gka_status forward = gka_forward_varlen(packed, cu.data(), window, call.x.data(), call.sigma.data(),
                                                   call.y.data(), call.lse.data());

@@ -27,6 +27,9 @@ namespace gka {
 // smallest normal and be flushed to 0 (denormals are), losing a term that
 // 1/sigma_h^2 or 1/sigma_h would have made large. P s_ij cannot (a P that is
 // not 0 has s_ij - lse_i >= -87.4), nor can P times dP's scaled terms.
+// The other kernels' (kernel_terms.h) dS carries its pair's own pull,
+// -2 ds/dd2, in place of the Gaussian's per-head 1/sigma^2 (the scale the
+// algorithms pass), and its dsigma term is dS_ij ds_ij/dsigma.
 struct PairTerms {
     Scores scores;
     Func score;  // s_ij, the self pair's exactly 0 (its dsigma term then is)
@@ -42,6 +45,7 @@ struct BackwardInputs {
     Expr head_dim;
     Mask mask;
     ScoreForm form;
+    KernelFunction function;
     Centre centre;                  // (d, h, b)
     Func centred{"centred"};        // x - centre, clamped past T                (d, h, t, b)
     Func x, y, dy, lse;             // inputs, clamped past T (x and y centred in the centred form)
@@ -52,13 +56,14 @@ struct BackwardInputs {
 // `keys`: a chunk's (gka_forward.h; the direct form's alone), or undefined:
 // the queries' own tokens.
 inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y, Func lse, Func dy, Expr head_dim,
-                                   const Mask &mask, ScoreForm form) {
+                                   const Mask &mask, ScoreForm form, KernelFunction function) {
     const Vars &v = p.v;
     if (keys.defined() && form != ScoreForm::direct) throw std::invalid_argument("gka backward: chunks take scores=direct");
     if (form == ScoreForm::origin) throw std::invalid_argument("gka backward: scores=origin is the forward's alone");
     p.head_dim = head_dim;
     p.mask = mask;
     p.form = form;
+    p.function = function;
     const Func x_in = clamped_features(x, mask.seq_len), y_in = clamped_features(y, mask.seq_len);
     p.centre = feature_centre(x_in, mask.seq_len, v);
     p.centred(v.d, v.h, v.t, v.b) = x_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
@@ -80,7 +85,8 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y,
 inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *direction, const Expr &scale) {
     const Vars &v = p.v;
     const std::string prefix = direction;
-    PairTerms t{gaussian_scores(p.key_x, p.x, p.centred, sigma, p.head_dim, p.form, v), Func(prefix + "score"),
+    PairTerms t{kernel_scores(p.key_x, p.x, p.centred, sigma, p.head_dim, p.form, v, p.function),
+                Func(prefix + "score"),
                 Func(prefix + "prob"), Func(prefix + "dprob"), Func(prefix + "dscore"), Func(prefix + "dsigma_term")};
     const RDom &rd = t.scores.rd;
     const Expr s = t.scores.score(v.j, v.i, v.h, v.b);  // the direct form's self pair is 0 as computed
@@ -99,6 +105,12 @@ inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *dir
     // strict_float: in this order. (Halide lets LLVM reassociate products,
     // and P times 1/sigma^2 alone can be a denormal, flushed to 0.)
     const Expr prob = t.prob(v.j, v.i, v.h, v.b);
+    if (p.function != KernelFunction::gaussian) {
+        const KernelTerms k = kernel_terms(p.function, t.scores.dot(v.j, v.i, v.h, v.b), sigma(v.h));
+        t.dscore(v.j, v.i, v.h, v.b) = Halide::strict_float(prob * (dprob_less_delta * k.pull));
+        t.dsigma_term(v.j, v.i, v.h, v.b) = Halide::strict_float(prob * (dprob_less_delta * k.dscore_dsigma));
+        return t;
+    }
     t.dscore(v.j, v.i, v.h, v.b) = Halide::strict_float(prob * (dprob_less_delta * scale));
     t.dsigma_term(v.j, v.i, v.h, v.b) = Halide::strict_float(
         (prob * t.score(v.j, v.i, v.h, v.b)) * (dprob_less_delta * (-2.0f / sigma(v.h))));
@@ -132,15 +144,18 @@ struct BackwardPipeline : BackwardInputs {
 // to dx_keys, its queries' to dx.
 inline void define_backward(BackwardPipeline &p, Func x, Func keys, Func sigma, Func y, Func lse, Func dy,
                             Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
-                            ScoreForm form, Func dx, Func dx_keys, Func dsigma, Func spread) {
+                            ScoreForm form, Func dx, Func dx_keys, Func dsigma, Func spread,
+                            KernelFunction function = KernelFunction::gaussian) {
     const Vars &v = p.v;
     const bool direct = form == ScoreForm::direct, chunk = keys.defined();
-    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form);
+    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form, function);
     p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair
     // term instead of once per term of its sum.
     const Expr inv_var = 2.0f * p.by_query.scores.inv_two_var(v.h);
     p.by_key = pair_terms(p, sigma, "key_", inv_var);
+    // The query path's scale, outside its sum: the other kernels' dS carry theirs.
+    const Expr query_scale = function == KernelFunction::gaussian ? inv_var : Expr(1.0f);
 
     // Query direction: the keys of each query band.
     p.keys = mask.window("k", key_block);
@@ -174,11 +189,11 @@ inline void define_backward(BackwardPipeline &p, Func x, Func keys, Func sigma, 
     const Expr offset = v.t % mask.band_size, band = v.t / mask.band_size;
     const Expr key_sum = p.key_sum(v.d, offset, band, v.h, v.b), query_sum = p.query_sum(v.d, offset, band, v.h, v.b);
     if (chunk) {
-        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, inv_var * query_sum);
+        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, query_scale * query_sum);
         dx_keys(v.d, v.h, v.t, v.b) = as_element_of(dx_keys, key_sum);
         p.dx_keys = dx_keys;
     } else if (direct) {
-        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, key_sum + inv_var * query_sum);
+        dx(v.d, v.h, v.t, v.b) = as_element_of(dx, key_sum + query_scale * query_sum);
     } else {
         const Expr query_ds = p.query_stats(offset, band, v.h, v.b)[0], key_ds = p.key_stats(offset, band, v.h, v.b);
         const Expr c = p.x(v.d, v.h, v.t, v.b);

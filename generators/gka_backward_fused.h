@@ -30,7 +30,7 @@
 namespace gka {
 
 struct FusedBackwardPipeline : BackwardInputs {
-    PairTerms terms;                // dS carries 1/sigma^2 (both paths scale by it)
+    PairTerms terms;                // dS carries 1/sigma^2 (both paths scale by it; another kernel's: its pull)
 
     // Every pair of a group, by (key in block, query in block, key block, query
     // block, band of the group), innermost first: the order in which the sums
@@ -60,13 +60,14 @@ struct FusedBackwardPipeline : BackwardInputs {
 // dsigma sums its pairs' terms.
 inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func keys, Func sigma, Func y, Func lse, Func dy,
                                   Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
-                                  Expr groups, ScoreForm form, Func dx, Func dx_keys, Func dsigma, Func spread) {
+                                  Expr groups, ScoreForm form, Func dx, Func dx_keys, Func dsigma, Func spread,
+                                  KernelFunction function = KernelFunction::gaussian) {
     if (mask.band_size % key_block != 0) {
         throw std::invalid_argument("gka backward: the band must be a multiple of key_block");
     }
     const Vars &v = p.v;
     const bool chunk = keys.defined();
-    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form);
+    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form, function);
     const Expr inv_var = 1.0f / (sigma(v.h) * sigma(v.h));
     p.terms = pair_terms(p, sigma, "", inv_var);
 

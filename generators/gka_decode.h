@@ -47,9 +47,11 @@ struct DecodePipeline {
 
 // x: the new tokens' features (d, h, q, b), new_tokens of them; cache
 // (d, h, slot, b), capacity slots; left: the window's left span (-1
-// unbounded; the right span is 0: the new tokens' future is not there).
+// unbounded; the right span is 0: the new tokens' future is not there);
+// function: the kernel (kernel_terms.h).
 inline void define_decode(DecodePipeline &p, Func x, Func cache, Func lengths, Func sigma, Expr left, Expr head_dim,
-                          Expr new_tokens, Expr capacity, int chunk, Func y, Func lse) {
+                          Expr new_tokens, Expr capacity, int chunk, Func y, Func lse,
+                          KernelFunction function = KernelFunction::gaussian) {
     const Vars &v = p.v;
     p.head_dim = head_dim;
     p.lengths = lengths;
@@ -73,8 +75,8 @@ inline void define_decode(DecodePipeline &p, Func x, Func cache, Func lengths, F
     const Expr slot = Halide::clamp(Halide::select(unwrapped < capacity, unwrapped, unwrapped - capacity), 0,
                                     capacity - 1);
     p.cached(v.d, v.h, v.t, v.b) = p.cache(v.d, v.h, slot, v.b);
-    p.cached_scores = gaussian_scores(p.cached, p.fresh, p.fresh, sigma, head_dim, ScoreForm::direct, v);
-    p.fresh_scores = gaussian_scores(p.fresh, p.fresh, p.fresh, sigma, head_dim, ScoreForm::direct, v);
+    p.cached_scores = kernel_scores(p.cached, p.fresh, p.fresh, sigma, head_dim, ScoreForm::direct, v, function);
+    p.fresh_scores = kernel_scores(p.fresh, p.fresh, p.fresh, sigma, head_dim, ScoreForm::direct, v, function);
     p.cached_weight(v.j, v.i, v.h, v.b) = Halide::select(
         mask.allowed(query, length - p.key_count(v.b) + v.j), exp_nonpositive(p.cached_scores.score(v.j, v.i, v.h, v.b)), 0.0f);
     p.fresh_weight(v.j, v.i, v.h, v.b) = Halide::select(

@@ -49,8 +49,11 @@ struct ForwardPipeline {
 // rounded to bfloat16 by the features, each product exact, summed in float
 // (as bfloat16 dot products do, two keys a step); every other product, the
 // scores and the row sums are float (docs/accuracy.md, "bfloat16").
+// function: the kernel (kernel_terms.h); every one has s_ii = 0 as its row's
+// largest score, so the one pass holds for each.
 inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Expr head_dim, const Mask &mask,
-                           int key_block, ScoreForm form, Func y, Func lse, Func spread, bool bf16_products = false) {
+                           int key_block, ScoreForm form, Func y, Func lse, Func spread, bool bf16_products = false,
+                           KernelFunction function = KernelFunction::gaussian) {
     const Vars &v = p.v;
     const bool chunk = keys.defined();
     if (chunk && form != ScoreForm::direct) throw std::invalid_argument("gka forward: chunks take scores=direct");
@@ -63,9 +66,9 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
     const Expr features = p.x(v.d, v.h, v.t, v.b);
     p.centred(v.d, v.h, v.t, v.b) = form == ScoreForm::origin ? features : features - p.centre.mean(v.d, v.h, v.b);
     if (form != ScoreForm::direct) {
-        p.scores = gaussian_scores(p.centred, p.centred, sigma, head_dim, form, v);
+        p.scores = kernel_scores(p.centred, p.centred, p.centred, sigma, head_dim, form, v, function);
     } else {
-        p.scores = gaussian_scores(p.values, p.x, p.centred, sigma, head_dim, form, v);
+        p.scores = kernel_scores(p.values, p.x, p.centred, sigma, head_dim, form, v, function);
     }
     p.weight(v.j, v.i, v.h, v.b) = Halide::select(mask.allowed(v.i, v.j) && mask.position(v.i) != v.j,
                                                   exp_nonpositive(p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "Halide.h"
+#include "kernel_terms.h"
 #include "score_form.h"
 
 namespace gka {
@@ -189,14 +190,16 @@ inline Centre feature_centre(Func x, Expr seq_len, const Vars &v) {
     return c;
 }
 
-// The Funcs of the Gaussian scores s_ij = -|x_i - x_j|^2 / (2 sigma_h^2) for
-// features x (d, h, t, b) and bandwidths sigma (h).
+// The Funcs of the scores s_ij: the Gaussian's -|x_i - x_j|^2 / (2 sigma_h^2),
+// or another kernel's s(|x_i - x_j|^2, sigma_h) (kernel_terms.h), for features
+// x (d, h, t, b) and bandwidths sigma (h).
 struct Scores {
+    KernelFunction function = KernelFunction::gaussian;
     // x seen as keys and as queries: the same features (no projections), named
     // apart so that a schedule can lay out each side for its own access.
     Func key_features{"key_features"}, query_features{"query_features"};  // (d, h, t, b)
     Func sqnorm{"sqnorm"};            // |c_t|^2 of the features about the centre  (t, h, b)
-    Func inv_two_var{"inv_two_var"};  // 1 / (2 sigma_h^2)       (h)
+    Func inv_two_var{"inv_two_var"};  // 1 / (2 sigma_h^2)       (h) (the Gaussian's)
     Func dot{"dot"};                  // the pair reduction over d: c_j.c_i (centred, origin),
                                       // |x_j - x_i|^2 (direct)   (j, i, h, b)
     Func score{"score"};              // s_ij <= 0               (j, i, h, b)
@@ -211,9 +214,18 @@ struct Scores {
 // score it 0).
 // `keys` and `queries` (d, h, t, b): the features the pairs read on each side,
 // where they are two tensors (decode: a cache and the new tokens).
-inline Scores gaussian_scores(Func keys, Func queries, Func centred, Func sigma, Expr head_dim, ScoreForm form,
-                              const Vars &v) {
+// The kernels other than the Gaussian take the direct form alone: their
+// scores are not affine in d2, so the expansion's rounding, an absolute error
+// in d2, is not a bounded one in their scores near d2 = 0 (the Laplace's
+// slope is infinite there) and no spread test bounds it alike.
+inline Scores kernel_scores(Func keys, Func queries, Func centred, Func sigma, Expr head_dim, ScoreForm form,
+                            const Vars &v, KernelFunction function = KernelFunction::gaussian) {
+    if (function != KernelFunction::gaussian && form != ScoreForm::direct) {
+        throw std::invalid_argument(std::string("gka: the ") + kernel_function_names[int(function)] +
+                                    " kernel takes scores=direct");
+    }
     Scores s;
+    s.function = function;
     s.rd = RDom(0, head_dim, "rd");
     const RDom &rd = s.rd;
     s.key_features(v.d, v.h, v.t, v.b) = keys(v.d, v.h, v.t, v.b);
@@ -223,7 +235,10 @@ inline Scores gaussian_scores(Func keys, Func queries, Func centred, Func sigma,
     if (form == ScoreForm::direct) {
         const Expr diff = s.key_features(rd, v.h, v.j, v.b) - s.query_features(rd, v.h, v.i, v.b);
         s.dot(v.j, v.i, v.h, v.b) += diff * diff;
-        s.score(v.j, v.i, v.h, v.b) = -s.dot(v.j, v.i, v.h, v.b) * s.inv_two_var(v.h);
+        s.score(v.j, v.i, v.h, v.b) =
+            function == KernelFunction::gaussian
+                ? -s.dot(v.j, v.i, v.h, v.b) * s.inv_two_var(v.h)
+                : kernel_terms(function, s.dot(v.j, v.i, v.h, v.b), sigma(v.h)).score;
         return s;
     }
     s.dot(v.j, v.i, v.h, v.b) += s.key_features(rd, v.h, v.j, v.b) * s.query_features(rd, v.h, v.i, v.b);
@@ -233,9 +248,8 @@ inline Scores gaussian_scores(Func keys, Func queries, Func centred, Func sigma,
     s.score(v.j, v.i, v.h, v.b) = Halide::min(-sq_dist * s.inv_two_var(v.h), 0.0f);
     return s;
 }
-inline Scores gaussian_scores(Func features, Func centred, Func sigma, Expr head_dim, ScoreForm form,
-                              const Vars &v) {
-    return gaussian_scores(features, features, centred, sigma, head_dim, form, v);
+inline Scores kernel_scores(Func features, Func centred, Func sigma, Expr head_dim, ScoreForm form, const Vars &v) {
+    return kernel_scores(features, features, centred, sigma, head_dim, form, v);
 }
 
 // max_t |c_t|^2 of each (head, batch) (h, b): the runtime's test of whether

@@ -54,6 +54,15 @@ const std::map<std::string, gka::ScoreForm> score_forms = [] {
     return forms;
 }();
 
+// The generators' `kernel_function` parameter takes kernel_function.h's names.
+const std::map<std::string, gka::KernelFunction> kernel_functions = [] {
+    std::map<std::string, gka::KernelFunction> functions;
+    for (int k = 0; k < int(std::size(gka::kernel_function_names)); k++) {
+        functions[gka::kernel_function_names[k]] = gka::KernelFunction(k);
+    }
+    return functions;
+}();
+
 template<typename Buf>
 void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &batch) {
     buf.dim(0).set_bounds(0, seq_len).set_stride(1);
@@ -64,7 +73,8 @@ void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &ba
 // What both generators take alike: overrides of the schedule's default knobs,
 // "name:value,..." (the build passes the row of schedules/tuned.tsv, if any); a
 // head dim fixed at compile time (constant loops, no edge guards; 0 = any);
-// how the scores form |x_i - x_j|^2 (gka::ScoreForm); and the features' element
+// how the scores form |x_i - x_j|^2 (gka::ScoreForm); the kernel that weighs
+// the pairs (gka::KernelFunction); and the features' element
 // type (x, y, dy and dx: float32, or bfloat16, computed in float32 all the same).
 // The feature tensors' type is a parameter, so each generator adds its inputs and
 // outputs in configure(), in the order of its function's arguments. `chunk`:
@@ -76,6 +86,7 @@ public:
     GeneratorParam<std::string> knobs{"knobs", ""};
     GeneratorParam<int> fixed_head_dim{"head_dim", 0};
     GeneratorParam<gka::ScoreForm> form{"scores", gka::ScoreForm::centred, score_forms};
+    GeneratorParam<gka::KernelFunction> function{"kernel_function", gka::KernelFunction::gaussian, kernel_functions};
     GeneratorParam<Type> element{"element", Float(32)};
     GeneratorParam<bool> chunk{"chunk", false};
 
@@ -141,7 +152,7 @@ public:
         const gka::Mask mask = chunk ? chunk_mask(*left, *right, seq_len, key_len, *shift, schedule.band())
                                      : gka::Mask(*left, *right, seq_len, schedule.band());
         gka::define_forward(p, *x, chunk ? Func(*keys) : Func(), *sigma, head_dim, mask, schedule.key_tile(), form, *y,
-                            *lse, *spread, bf16_products);
+                            *lse, *spread, bf16_products, function);
         if (using_autoscheduler()) {
             estimate_features(*x, estimated_head_dim());
             estimate_features(*y, estimated_head_dim());
@@ -204,12 +215,12 @@ public:
         if (schedule.two_pass()) {
             gka::define_backward(two_passes, *x, chunk ? Func(*keys) : Func(), *sigma, *y, *lse, *dy, head_dim, batch,
                                  mask, schedule.key_block(), schedule.query_block(), form, *dx,
-                                 chunk ? Func(*dx_keys) : Func(), *dsigma, *spread);
+                                 chunk ? Func(*dx_keys) : Func(), *dsigma, *spread, function);
         } else {
             gka::define_backward_fused(one_pass, *x, chunk ? Func(*keys) : Func(), *sigma, *y, *lse, *dy, head_dim,
                                        batch, mask, schedule.key_block(), schedule.query_block(),
                                        schedule.groups(heads * batch, mask.key_bands()), form, *dx,
-                                       chunk ? Func(*dx_keys) : Func(), *dsigma, *spread);
+                                       chunk ? Func(*dx_keys) : Func(), *dsigma, *spread, function);
         }
         if (using_autoscheduler()) {
             for (auto *buf : {x, y, dy}) estimate_features(*buf, estimated_head_dim());
@@ -268,7 +279,7 @@ public:
         const gka::DecodeSchedule schedule(get_target(), knobs);
         gka::DecodePipeline p;
         gka::define_decode(p, *x, *cache, *lengths, *sigma, *left, head_dim, new_tokens, capacity, schedule.chunk(),
-                           *y, *lse);
+                           *y, *lse, function);
         schedule.apply(p);
 
         dense_features(*x, head_dim, heads, new_tokens, batch);

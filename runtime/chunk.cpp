@@ -101,7 +101,7 @@ gka_status gka_forward_chunk(gka_shape shape, gka_chunk chunk, gka_window window
     auto lb = rows(lse, shape);
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     const ChunkWindow w = chunk_window(shape, chunk, window);
-    const auto *k = gka::forward_chunk_variant(f->name, shape.head_dim);
+    const auto *k = gka::forward_chunk_variant(f->name, gka::internal::kernel_function(), shape.head_dim);
     gka::DenormalsFlushed flushed;
     return gka::internal::ran(k->name, k->run(xb, kb, sb, w.shift, w.left, w.right, yb, lb, spread),
                               GKA_ERR_INTERNAL);
@@ -134,7 +134,7 @@ gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_window windo
     auto lb = rows(lse, shape);
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     const ChunkWindow w = chunk_window(shape, chunk, window);
-    const auto *k = gka::backward_chunk_variant(f->name, shape.head_dim);
+    const auto *k = gka::backward_chunk_variant(f->name, gka::internal::kernel_function(), shape.head_dim);
     gka::DenormalsFlushed flushed;
     return gka::internal::ran(
         k->name, k->run(xb, kb, sb, yb, lb, dyb, w.shift, w.left, w.right, dxb, dkb, dsb, spread), GKA_ERR_INTERNAL);

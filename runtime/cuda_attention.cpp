@@ -17,7 +17,8 @@ gka_status run_forward(const char *call, const char *family, gka_shape shape, gk
     if (gka_status s = unwrapped(call, {&xb, &sb, &yb, &lb}); s != GKA_OK) return s;
     const auto w = gka::internal::kernel_window(window, T_);
     CallContext context{stream};
-    const auto *k = gka::cuda_forward_variant(family, D, gka::window_kind(window.left, window.right, T_), T_,
+    const auto *k = gka::cuda_forward_variant(family, kernel_function(), D,
+                                              gka::window_kind(window.left, window.right, T_), T_,
                                               gka::internal::ElementOf<T>::element);
     // The CUDA kernels run the direct form alone: the spread, which chooses
     // the form on the CPU, is not read back (that would synchronize the stream).
@@ -37,7 +38,8 @@ gka_status run_backward(const char *call, const char *family, gka_shape shape, g
     if (gka_status s = unwrapped(call, {&xb, &sb, &yb, &lb, &dyb, &dxb, &dsb}); s != GKA_OK) return s;
     const auto w = gka::internal::kernel_window(window, T_);
     CallContext context{stream};
-    const auto *k = gka::cuda_backward_variant(family, D, gka::window_kind(window.left, window.right, T_), T_,
+    const auto *k = gka::cuda_backward_variant(family, kernel_function(), D,
+                                               gka::window_kind(window.left, window.right, T_), T_,
                                                gka::internal::ElementOf<T>::element);
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back, as in the forward
     const int code = k->run(&context, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf,

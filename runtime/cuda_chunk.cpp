@@ -39,7 +39,7 @@ gka_status gka_forward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window w
     if (gka_status s = unwrapped(call, {&xb, &kb, &sb, &yb, &lb}); s != GKA_OK) return s;
     const gka::internal::ChunkWindow w = gka::internal::chunk_window(shape, chunk, window);
     CallContext context{stream};
-    const auto *k = gka::cuda_forward_chunk_variant(family, D);
+    const auto *k = gka::cuda_forward_chunk_variant(family, gka::internal::kernel_function(), D);
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back
     const int code = k->run(&context, &xb.buf, &kb.buf, &sb.buf, w.shift, w.left, w.right, &yb.buf, &lb.buf,
                             spread.raw_buffer());
@@ -71,7 +71,7 @@ gka_status gka_backward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window 
     if (gka_status s = unwrapped(call, {&xb, &kb, &sb, &yb, &lb, &dyb, &dxb, &dkb, &dsb}); s != GKA_OK) return s;
     const gka::internal::ChunkWindow w = gka::internal::chunk_window(shape, chunk, window);
     CallContext context{stream};
-    const auto *k = gka::cuda_backward_chunk_variant(family, D);
+    const auto *k = gka::cuda_backward_chunk_variant(family, gka::internal::kernel_function(), D);
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back
     const int code = k->run(&context, &xb.buf, &kb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.shift, w.left,
                             w.right, &dxb.buf, &dkb.buf, &dsb.buf, spread.raw_buffer());

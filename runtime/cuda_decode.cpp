@@ -42,7 +42,8 @@ gka_status decode(const char *call, gka_shape shape, int64_t capacity, gka_windo
     Halide::Runtime::Buffer<int32_t, 1> lengths(static_cast<int>(B));
     for (int64_t b = 0; b < B; b++) lengths(int(b)) = int32_t(cache_lens[b]);
     CallContext context{stream};
-    const auto *k = gka::cuda_decode_variant(family, D, gka::internal::ElementOf<T>::element);
+    const auto *k =
+        gka::cuda_decode_variant(family, gka::internal::kernel_function(), D, gka::internal::ElementOf<T>::element);
     // A span past the capacity reaches what a span of the capacity does (check_decode).
     const int32_t left = gka::internal::kernel_window(window, capacity).left;
     const int code = k->run(&context, &xb.buf, &cb.buf, lengths.raw_buffer(), &sb.buf, left, &yb.buf, &lb.buf);

@@ -26,6 +26,9 @@ using Halide::Runtime::Buffer;
 
 thread_local std::string last_error;
 thread_local const char *last_kernel = "";
+// gka_set_kernel: the calling thread's, so that threads running different
+// kernels at once (a trainer's, a test's) never see one another's.
+thread_local gka::KernelFunction kernel_function = gka::KernelFunction::gaussian;
 
 gka_status fail(gka_status status, std::string message) {
     last_error = std::move(message);
@@ -148,6 +151,7 @@ gka_status ran(const char *kernel, int code, gka_status other) {
     return s;
 }
 void initialize_once() { std::call_once(initialized, initialize); }
+gka::KernelFunction kernel_function() { return ::kernel_function; }
 const gka::CpuFamily *cpu_family() { return current_family(); }
 
 gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
@@ -296,13 +300,16 @@ bool origin_may_serve(const T *x, const gka_shape &s, const float *sigma) {
 
 // The score forms a call tries in turn: each until one serves its inputs,
 // the direct form (which serves every input) last.
+// The kernel functions other than the Gaussian have the direct form alone
+// (generators/gka_math.h, kernel_scores).
 struct FormsToTry {
     gka::ScoreForm forms[3];
     int count = 0;
 
     FormsToTry(bool origin, bool centred) {
-        if (origin) forms[count++] = gka::ScoreForm::origin;
-        if (centred) forms[count++] = gka::ScoreForm::centred;
+        const bool expansions = kernel_function == gka::KernelFunction::gaussian;
+        if (origin && expansions) forms[count++] = gka::ScoreForm::origin;
+        if (centred && expansions) forms[count++] = gka::ScoreForm::centred;
         forms[count++] = gka::ScoreForm::direct;
     }
 };
@@ -338,12 +345,14 @@ gka_status forward(gka_shape shape, gka_window window, const T *x, const float *
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
     const ScoreSetting setting = score_setting;
-    const bool origin = setting == ScoreSetting::origin ||
-                        (setting == ScoreSetting::automatic && origin_may_serve(x, shape, sigma));
+    const bool origin = kernel_function == gka::KernelFunction::gaussian &&
+                        (setting == ScoreSetting::origin ||
+                         (setting == ScoreSetting::automatic && origin_may_serve(x, shape, sigma)));
     return run_serving_form(
         FormsToTry(origin, setting != ScoreSetting::direct),
         [&](gka::ScoreForm form) {
-            return gka::forward_variant(f->name, shape.head_dim, kind, shape.seq_len, form, ElementOf<T>::element);
+            return gka::forward_variant(f->name, kernel_function, shape.head_dim, kind, shape.seq_len, form,
+                                        ElementOf<T>::element);
         },
         [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread, sigma);
 }
@@ -370,7 +379,8 @@ gka_status backward(gka_shape shape, gka_window window, const T *x, const float 
     return run_serving_form(
         FormsToTry(false, score_setting != ScoreSetting::direct && !self_only(w, shape)),
         [&](gka::ScoreForm form) {
-            return gka::backward_variant(f->name, shape.head_dim, kind, shape.seq_len, form, ElementOf<T>::element);
+            return gka::backward_variant(f->name, kernel_function, shape.head_dim, kind, shape.seq_len, form,
+                                         ElementOf<T>::element);
         },
         [&](const auto *k) { return k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread); }, spread,
         sigma);
@@ -398,7 +408,7 @@ gka_status decode(gka_shape shape, int64_t capacity, gka_window window, const T 
     for (int64_t b = 0; b < shape.batch; b++) lengths(int(b)) = int32_t(cache_lens[b]);
     // A span past the capacity reaches what a span of the capacity does (check_decode).
     const int32_t left = kernel_window(window, capacity).left;
-    const auto *k = gka::decode_variant(f->name, shape.head_dim, ElementOf<T>::element);
+    const auto *k = gka::decode_variant(f->name, kernel_function, shape.head_dim, ElementOf<T>::element);
     gka::DenormalsFlushed flushed;
     if (gka_status s = gka::internal::ran(k->name, k->run(xb, cb, lengths, sb, left, yb, lb), GKA_ERR_INTERNAL);
         s != GKA_OK) {
@@ -490,36 +500,45 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     auto pick = [&](const auto *variant) {
         if (variant) name = variant->name, compiled_knobs = variant->knobs;
     };
-    // "forward" or "backward", then "_bf16" for bfloat16 features, then "_origin" or "_direct".
+    // "forward" or "backward", then "_bf16" for bfloat16 features, then
+    // "_origin" or "_direct", then a kernel function's name but the Gaussian's.
     std::string p = pass;
     auto strip = [&](const std::string &suffix) {
         const bool has = p.size() > suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0;
         if (has) p.resize(p.size() - suffix.size());
         return has;
     };
-    const gka::ScoreForm scores = strip("_direct")   ? gka::ScoreForm::direct
-                                  : strip("_origin") ? gka::ScoreForm::origin
-                                                     : gka::ScoreForm::centred;
+    gka::KernelFunction function = gka::KernelFunction::gaussian;
+    for (size_t k = 1; k < std::size(gka::kernel_function_names); k++) {
+        if (strip(std::string("_") + gka::kernel_function_names[k])) function = gka::KernelFunction(k);
+    }
+    gka::ScoreForm scores = strip("_direct")   ? gka::ScoreForm::direct
+                            : strip("_origin") ? gka::ScoreForm::origin
+                                               : gka::ScoreForm::centred;
     const bool bf16 = strip("_bf16");
     const gka::Element element = bf16 ? gka::Element::bf16 : gka::Element::f32;
     if (scores == gka::ScoreForm::origin && p != "forward") return nullptr;  // the forward's form alone
+    if (function != gka::KernelFunction::gaussian) {  // the direct form alone
+        if (scores == gka::ScoreForm::origin) return nullptr;
+        scores = gka::ScoreForm::direct;
+    }
     // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one
     // (the CUDA kernels are the direct form, whatever the pass's suffix says).
     if (p == "forward") {
-        pick(gka::forward_variant(family, shape.head_dim, kind, shape.seq_len, scores, element));
-        pick(gka::cuda_forward_variant(family, shape.head_dim, kind, shape.seq_len, element));
+        pick(gka::forward_variant(family, function, shape.head_dim, kind, shape.seq_len, scores, element));
+        pick(gka::cuda_forward_variant(family, function, shape.head_dim, kind, shape.seq_len, element));
     } else if (p == "backward") {
-        pick(gka::backward_variant(family, shape.head_dim, kind, shape.seq_len, scores, element));
-        pick(gka::cuda_backward_variant(family, shape.head_dim, kind, shape.seq_len, element));
+        pick(gka::backward_variant(family, function, shape.head_dim, kind, shape.seq_len, scores, element));
+        pick(gka::cuda_backward_variant(family, function, shape.head_dim, kind, shape.seq_len, element));
     } else if (p == "decode") {
-        pick(gka::decode_variant(family, shape.head_dim, element));
-        pick(gka::cuda_decode_variant(family, shape.head_dim, element));
+        pick(gka::decode_variant(family, function, shape.head_dim, element));
+        pick(gka::cuda_decode_variant(family, function, shape.head_dim, element));
     } else if (p == "forward_chunk" && !bf16) {
-        pick(gka::forward_chunk_variant(family, shape.head_dim));
-        pick(gka::cuda_forward_chunk_variant(family, shape.head_dim));
+        pick(gka::forward_chunk_variant(family, function, shape.head_dim));
+        pick(gka::cuda_forward_chunk_variant(family, function, shape.head_dim));
     } else if (p == "backward_chunk" && !bf16) {
-        pick(gka::backward_chunk_variant(family, shape.head_dim));
-        pick(gka::cuda_backward_chunk_variant(family, shape.head_dim));
+        pick(gka::backward_chunk_variant(family, function, shape.head_dim));
+        pick(gka::cuda_backward_chunk_variant(family, function, shape.head_dim));
     }
     if (name && knobs) *knobs = compiled_knobs;
     return name;
@@ -541,6 +560,29 @@ gka_status gka_set_score_form(const char *form) {
 }
 
 const char *gka_score_form(void) { return score_setting_names[int(score_setting.load())]; }
+
+gka_status gka_set_kernel(const char *kernel) {
+    last_error.clear();
+    const std::string name = kernel && *kernel ? kernel : "gaussian";
+    for (size_t k = 0; k < std::size(gka::kernel_function_names); k++) {
+        if (name == gka::kernel_function_names[k]) {
+            kernel_function = gka::KernelFunction(k);
+            return GKA_OK;
+        }
+    }
+    return fail(GKA_ERR_INVALID_ARGUMENT, "unknown kernel '" + name + "' (kernels: " + gka_kernels() + ")");
+}
+
+const char *gka_kernel(void) { return gka::kernel_function_names[int(kernel_function)]; }
+
+const char *gka_kernels(void) {
+    static const std::string listed = [] {
+        std::string names;
+        for (const char *name : gka::kernel_function_names) names += (names.empty() ? "" : ",") + std::string(name);
+        return names;
+    }();
+    return listed.c_str();
+}
 
 int gka_num_threads(void) {
     std::call_once(initialized, initialize);

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "../generators/kernel_function.h"
 #include "gka/gka.h"
 
 namespace gka {
@@ -31,6 +32,8 @@ void initialize_once();
 // The CPU family that runs now (forced or the best the host runs), or null
 // with the error recorded.
 const CpuFamily *cpu_family();
+// The kernel function the calling thread's calls run (gka_set_kernel).
+KernelFunction kernel_function();
 
 // Shape, NULL pointers, window, sigma (only if it is host memory: device memory
 // is never read here) and the kernels' 32-bit index limit.

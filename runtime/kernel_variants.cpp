@@ -18,8 +18,9 @@ const CpuFamily families[] = {GKA_CPU_FAMILIES};
 const std::vector<CudaFamily> cuda_family_list = {GKA_CUDA_FAMILIES};
 #undef GKA_CUDA_FAMILY
 
-#define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs, form, element) \
-    {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, ScoreForm::form, Element::element},
+#define GKA_VARIANT(family, head_dim, window, min_seq_len, max_seq_len, name, knobs, form, element, function) \
+    {#family, {head_dim, WindowKind::window, min_seq_len, max_seq_len}, name, #name, knobs, ScoreForm::form, \
+     Element::element, KernelFunction::function},
 const std::vector<Variant<ForwardKernel>> forward_variants = {GKA_FORWARD_CPU_VARIANTS};
 const std::vector<Variant<BackwardKernel>> backward_variants = {GKA_BACKWARD_CPU_VARIANTS};
 const std::vector<Variant<ForwardChunkKernel>> forward_chunk_variants = {GKA_FORWARD_CHUNK_CPU_VARIANTS};
@@ -34,11 +35,12 @@ const std::vector<Variant<CudaBackwardChunkKernel>> cuda_backward_chunk_variants
 #undef GKA_VARIANT
 
 template <class Kernel>
-const Variant<Kernel> *narrowest(const std::vector<Variant<Kernel>> &variants, const char *family, int64_t head_dim,
-                                 WindowKind kind, int64_t seq_len, ScoreForm form, Element element) {
+const Variant<Kernel> *narrowest(const std::vector<Variant<Kernel>> &variants, const char *family,
+                                 KernelFunction function, int64_t head_dim, WindowKind kind, int64_t seq_len,
+                                 ScoreForm form, Element element) {
     const Variant<Kernel> *best = nullptr;
     for (const Variant<Kernel> &v : variants) {
-        if (std::strcmp(v.family, family) != 0 || v.form != form || v.element != element ||
+        if (std::strcmp(v.family, family) != 0 || v.function != function || v.form != form || v.element != element ||
             !v.shape.contains(head_dim, kind, seq_len)) {
             continue;
         }
@@ -49,40 +51,51 @@ const Variant<Kernel> *narrowest(const std::vector<Variant<Kernel>> &variants, c
 
 }  // namespace
 
-const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                              int64_t seq_len, ScoreForm form, Element element) {
-    return narrowest(forward_variants, family, head_dim, kind, seq_len, form, element);
+const Variant<ForwardKernel> *forward_variant(const char *family, KernelFunction function, int64_t head_dim,
+                                              WindowKind kind, int64_t seq_len, ScoreForm form, Element element) {
+    return narrowest(forward_variants, family, function, head_dim, kind, seq_len, form, element);
 }
-const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                                int64_t seq_len, ScoreForm form, Element element) {
-    return narrowest(backward_variants, family, head_dim, kind, seq_len, form, element);
+const Variant<BackwardKernel> *backward_variant(const char *family, KernelFunction function, int64_t head_dim,
+                                                WindowKind kind, int64_t seq_len, ScoreForm form, Element element) {
+    return narrowest(backward_variants, family, function, head_dim, kind, seq_len, form, element);
 }
-const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, int64_t head_dim) {
-    return narrowest(forward_chunk_variants, family, head_dim, WindowKind::ANY, 1, ScoreForm::direct, Element::f32);
+const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, KernelFunction function,
+                                                         int64_t head_dim) {
+    return narrowest(forward_chunk_variants, family, function, head_dim, WindowKind::ANY, 1, ScoreForm::direct,
+                     Element::f32);
 }
-const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, int64_t head_dim) {
-    return narrowest(backward_chunk_variants, family, head_dim, WindowKind::ANY, 1, ScoreForm::direct, Element::f32);
+const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, KernelFunction function,
+                                                           int64_t head_dim) {
+    return narrowest(backward_chunk_variants, family, function, head_dim, WindowKind::ANY, 1, ScoreForm::direct,
+                     Element::f32);
 }
-const Variant<DecodeKernel> *decode_variant(const char *family, int64_t head_dim, Element element) {
-    return narrowest(decode_variants, family, head_dim, WindowKind::ANY, 1, ScoreForm::direct, element);
+const Variant<DecodeKernel> *decode_variant(const char *family, KernelFunction function, int64_t head_dim,
+                                            Element element) {
+    return narrowest(decode_variants, family, function, head_dim, WindowKind::ANY, 1, ScoreForm::direct, element);
 }
-const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                                      int64_t seq_len, Element element) {
-    return narrowest(cuda_forward_variants, family, head_dim, kind, seq_len, ScoreForm::direct, element);
+const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, KernelFunction function, int64_t head_dim,
+                                                      WindowKind kind, int64_t seq_len, Element element) {
+    return narrowest(cuda_forward_variants, family, function, head_dim, kind, seq_len, ScoreForm::direct, element);
 }
-const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind kind,
-                                                        int64_t seq_len, Element element) {
-    return narrowest(cuda_backward_variants, family, head_dim, kind, seq_len, ScoreForm::direct, element);
+const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, KernelFunction function,
+                                                        int64_t head_dim, WindowKind kind, int64_t seq_len,
+                                                        Element element) {
+    return narrowest(cuda_backward_variants, family, function, head_dim, kind, seq_len, ScoreForm::direct, element);
 }
-
-const Variant<CudaDecodeKernel> *cuda_decode_variant(const char *family, int64_t head_dim, Element element) {
-    return narrowest(cuda_decode_variants, family, head_dim, WindowKind::ANY, 1, ScoreForm::direct, element);
+const Variant<CudaDecodeKernel> *cuda_decode_variant(const char *family, KernelFunction function, int64_t head_dim,
+                                                    Element element) {
+    return narrowest(cuda_decode_variants, family, function, head_dim, WindowKind::ANY, 1, ScoreForm::direct,
+                     element);
 }
-const Variant<CudaForwardChunkKernel> *cuda_forward_chunk_variant(const char *family, int64_t head_dim) {
-    return narrowest(cuda_forward_chunk_variants, family, head_dim, WindowKind::ANY, 1, ScoreForm::direct, Element::f32);
+const Variant<CudaForwardChunkKernel> *cuda_forward_chunk_variant(const char *family, KernelFunction function,
+                                                                  int64_t head_dim) {
+    return narrowest(cuda_forward_chunk_variants, family, function, head_dim, WindowKind::ANY, 1, ScoreForm::direct,
+                     Element::f32);
 }
-const Variant<CudaBackwardChunkKernel> *cuda_backward_chunk_variant(const char *family, int64_t head_dim) {
-    return narrowest(cuda_backward_chunk_variants, family, head_dim, WindowKind::ANY, 1, ScoreForm::direct, Element::f32);
+const Variant<CudaBackwardChunkKernel> *cuda_backward_chunk_variant(const char *family, KernelFunction function,
+                                                                    int64_t head_dim) {
+    return narrowest(cuda_backward_chunk_variants, family, function, head_dim, WindowKind::ANY, 1,
+                     ScoreForm::direct, Element::f32);
 }
 
 const std::vector<CudaFamily> &cuda_families() { return cuda_family_list; }

@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "HalideRuntime.h"
-#include "../generators/score_form.h"  // how a variant forms |x_i - x_j|^2
+#include "../generators/kernel_function.h"  // which kernel weighs a variant's pairs
+#include "../generators/score_form.h"       // how a variant forms |x_i - x_j|^2
 
 namespace gka {
 
@@ -89,27 +90,31 @@ struct Variant {
     const char *knobs;  // its schedule knobs from schedules/tuned.tsv; "" = the schedule's defaults
     ScoreForm form;
     Element element;
+    KernelFunction function;
 };
 
-// The variant of `family` for a call of these shapes, or null if the family
-// has no kernels (every CPU family has one for any head dim and shape in
-// each score form and element type; the CUDA families have the direct form
-// alone).
-const Variant<ForwardKernel> *forward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
-                                              ScoreForm = ScoreForm::centred, Element = Element::f32);
-const Variant<BackwardKernel> *backward_variant(const char *family, int64_t head_dim, WindowKind, int64_t seq_len,
-                                                ScoreForm = ScoreForm::centred, Element = Element::f32);
+// The variant of `family` for a call of these shapes and kernel function, or
+// null if the family has no such kernel (every CPU family has one for any head
+// dim and shape in each score form and element type for the Gaussian, and in
+// the direct form for the other kernel functions; the CUDA families have the
+// direct form alone).
+const Variant<ForwardKernel> *forward_variant(const char *family, KernelFunction, int64_t head_dim, WindowKind,
+                                              int64_t seq_len, ScoreForm, Element);
+const Variant<BackwardKernel> *backward_variant(const char *family, KernelFunction, int64_t head_dim, WindowKind,
+                                                int64_t seq_len, ScoreForm, Element);
 // A chunk's passes: the direct form, float32.
-const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, int64_t head_dim);
-const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, int64_t head_dim);
-const Variant<DecodeKernel> *decode_variant(const char *family, int64_t head_dim, Element = Element::f32);
-const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, int64_t head_dim, WindowKind,
-                                                      int64_t seq_len, Element = Element::f32);
-const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, int64_t head_dim, WindowKind,
-                                                        int64_t seq_len, Element = Element::f32);
-const Variant<CudaDecodeKernel> *cuda_decode_variant(const char *family, int64_t head_dim, Element = Element::f32);
-const Variant<CudaForwardChunkKernel> *cuda_forward_chunk_variant(const char *family, int64_t head_dim);
-const Variant<CudaBackwardChunkKernel> *cuda_backward_chunk_variant(const char *family, int64_t head_dim);
+const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, KernelFunction, int64_t head_dim);
+const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, KernelFunction, int64_t head_dim);
+const Variant<DecodeKernel> *decode_variant(const char *family, KernelFunction, int64_t head_dim, Element);
+const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, KernelFunction, int64_t head_dim,
+                                                      WindowKind, int64_t seq_len, Element);
+const Variant<CudaBackwardKernel> *cuda_backward_variant(const char *family, KernelFunction, int64_t head_dim,
+                                                        WindowKind, int64_t seq_len, Element);
+const Variant<CudaDecodeKernel> *cuda_decode_variant(const char *family, KernelFunction, int64_t head_dim, Element);
+const Variant<CudaForwardChunkKernel> *cuda_forward_chunk_variant(const char *family, KernelFunction,
+                                                                  int64_t head_dim);
+const Variant<CudaBackwardChunkKernel> *cuda_backward_chunk_variant(const char *family, KernelFunction,
+                                                                    int64_t head_dim);
 
 // The CUDA families compiled in, best first, each with the compute capability
 // its PTX targets (major * 10 + minor).

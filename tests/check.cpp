@@ -9,6 +9,7 @@ namespace gka_test {
 Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel) {
     Outputs o{std::vector<float>(p.size()), std::vector<float>(p.rows()), std::vector<float>(p.size()),
               std::vector<float>(p.shape.heads)};
+    REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK);
     gka_status s = gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data());
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
@@ -21,7 +22,8 @@ Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel) {
 }
 
 void check_report(const std::string &what, const gka_ref::Problem &p, const Report &r) {
-    INFO(what << ", shape B=" << p.shape.batch << " T=" << p.shape.seq_len << " H=" << p.shape.heads
+    INFO(what << ", " << p.kernel << " kernel, shape B=" << p.shape.batch << " T=" << p.shape.seq_len
+              << " H=" << p.shape.heads
               << " D=" << p.shape.head_dim << ", window (" << p.window.left << ", " << p.window.right << ")");
     INFO("worst error / tolerance: y " << r.y.ratio << " at " << r.y.where << "; lse " << r.lse.ratio << " at "
                                        << r.lse.where << "; dx " << r.dx.ratio << " at " << r.dx.where
@@ -66,6 +68,15 @@ void for_each_family(const std::function<void()> &body) {
         body();
     }
     REQUIRE(gka_set_cpu_family(nullptr) == GKA_OK);
+}
+
+void for_each_kernel(const std::function<void(const char *kernel)> &body) {
+    for (const char *kernel : gka::kernel_function_names) {
+        INFO("kernel " << kernel);
+        REQUIRE(gka_set_kernel(kernel) == GKA_OK);
+        body(kernel);
+    }
+    REQUIRE(gka_set_kernel(nullptr) == GKA_OK);
 }
 
 namespace {

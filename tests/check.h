@@ -7,14 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "../generators/kernel_function.h"
 #include "contract.h"
 #include "families.h"
 #include "skip.h"
 
 namespace gka_test {
 
-// Forward then backward (fed the kernel's own y and lse) on the running family;
-// the forward's variant in *forward_kernel (gka_last_kernel() names the backward's).
+// Forward then backward (fed the kernel's own y and lse) on the running family,
+// with the problem's kernel function (left set: gka_set_kernel); the forward's
+// variant in *forward_kernel (gka_last_kernel() names the backward's).
 Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel = nullptr);
 
 // CHECKs every ratio of `r` <= 1, saying what ran (`what`: the family or device) on which problem.
@@ -31,6 +33,10 @@ std::vector<std::string> runnable_families();
 void for_each_family_and_form(const std::function<void()> &body);
 // Runs `body` once per runnable family, forcing each; restores the default after.
 void for_each_family(const std::function<void()> &body);
+// Runs `body(kernel)` once per kernel function (gka_set_kernel's names, the
+// Gaussian first), setting each; restores the Gaussian after. The body sets
+// its problems' kernel (gka_ref::Problem::kernel) for the reference.
+void for_each_kernel(const std::function<void(const char *kernel)> &body);
 
 // cmake/families.tsv's rows (every architecture's), each field by its header's
 // column name, read once; family_row(name): one row, which must be there.

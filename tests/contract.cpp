@@ -55,7 +55,7 @@ Report compare(const gka_ref::Problem &p, const Outputs &out, Tokens judged, Bou
                         double diff = double(p.x[p.at(b, t, h) + d]) - p.x[p.at(b, j, h) + d];
                         sq += diff * diff;
                     }
-                    const double w = std::exp(-sq / (2.0 * p.sigma[h] * p.sigma[h]) - f.lse[row]);
+                    const double w = std::exp(gka_ref::kernel_terms(p.kernel, sq, p.sigma[h]).score - f.lse[row]);
                     for (int64_t d = 0; d < D; d++) magnitude[d] += w * std::abs(p.x[p.at(b, j, h) + d]);
                 }
                 for (int64_t d = 0; d < D; d++) {
@@ -86,7 +86,6 @@ Report compare(const gka_ref::Problem &p, const Outputs &out, Tokens judged, Bou
 
 double long_row_error(const gka_ref::Problem &p, const std::vector<float> &y) {
     const int64_t T = p.shape.seq_len, D = p.shape.head_dim;
-    const double scale = 1.0 / (2.0 * double(p.sigma[0]) * p.sigma[0]);
     double worst = 0;
     for (int64_t i = 0; i < T; i += T / 32 + 1) {
         std::vector<double> w(T), ref(D);
@@ -94,7 +93,7 @@ double long_row_error(const gka_ref::Problem &p, const std::vector<float> &y) {
         for (int64_t j = 0; j < T; j++) {
             double sq = 0;
             for (int64_t d = 0; d < D; d++) sq += std::pow(double(p.x[i * D + d]) - p.x[j * D + d], 2);
-            sum += w[j] = std::exp(-sq * scale);
+            sum += w[j] = std::exp(gka_ref::kernel_terms(p.kernel, sq, p.sigma[0]).score);
         }
         for (int64_t j = 0; j < T; j++)
             for (int64_t d = 0; d < D; d++) ref[d] += w[j] / sum * p.x[j * D + d];

@@ -28,6 +28,7 @@ RandomProblem random_problem(Draws &draw) {
     std::vector<float> sigma(shape.heads);
     for (float &s : sigma) s = float(scale * std::sqrt(double(shape.head_dim)) * draw.log_uniform(1e-3, 1e2));
     gka_ref::Problem p = gaussian_problem(shape, window, sigma, scale, offset, draw.bits());
+    p.kernel = draw.kernel_function();
     const int64_t row = shape.heads * shape.head_dim;
     const bool repeats = draw.uniform(0, 2) == 0;
     if (repeats) {

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "../generators/kernel_function.h"
 #include "families.h"
 #include "reference.h"
 
@@ -24,6 +25,10 @@ public:
     double log_uniform(double lo, double hi) { return std::exp(std::log(lo) + unit() * std::log(hi / lo)); }
     // One of gka_set_score_form's forms.
     const char *score_form() { return score_forms[uniform(0, int64_t(std::size(score_forms)) - 1)]; }
+    // One of the kernel functions (gka_set_kernel's names).
+    const char *kernel_function() {
+        return gka::kernel_function_names[uniform(0, int64_t(std::size(gka::kernel_function_names)) - 1)];
+    }
 };
 
 // x = offset + scale * N(0, 1) per feature, dy ~ N(0, 1).
@@ -32,7 +37,8 @@ gka_ref::Problem gaussian_problem(gka_shape shape, gka_window window, std::vecto
 
 // Shapes up to B=2 T=90 H=3 (D up to 20, or 64), windows from self-only to
 // unbounded, sigmas and feature scales over 6 decades, offsets up to 100x the
-// spread, and (repeats) tokens that copy an earlier one or sit a hair off it.
+// spread, and (repeats) tokens that copy an earlier one or sit a hair off it;
+// any kernel function.
 struct RandomProblem {
     gka_ref::Problem p;
     bool repeats;

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 
 namespace gka_ref {
 
@@ -30,6 +31,17 @@ Problem make_problem(gka_shape shape, gka_window window, std::vector<float> sigm
 
 double contract_weight(double exact) { return exact < FLT_MIN ? 0.0 : exact; }
 
+KernelTerms kernel_terms(const std::string &kernel, double d2, double sigma) {
+    const double var = sigma * sigma;
+    if (kernel == "gaussian") return {-d2 / (2 * var), 1 / var, d2 / (var * sigma)};
+    if (kernel == "laplace") {
+        const double r = std::sqrt(d2);
+        return {-r / sigma, d2 > 0 ? 1 / (sigma * r) : 0.0, r / var};
+    }
+    if (kernel == "cauchy") return {-std::log1p(d2 / var), 2 / (var + d2), 2 * d2 / (sigma * (var + d2))};
+    throw std::invalid_argument("gka_ref: unknown kernel '" + kernel + "'");
+}
+
 namespace {
 
 // Everything the loops share, in double: features, squared norms, scores.
@@ -42,12 +54,13 @@ struct Pairs {
         : p(p), x(std::move(x)), sigma(std::move(sigma)), D(p.shape.head_dim) {}
 
     const double *feat(int64_t b, int64_t t, int64_t h) const { return &x[p.at(b, t, h)]; }
-    double score(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    KernelTerms terms(int64_t b, int64_t h, int64_t i, int64_t j) const {
         const double *xi = feat(b, i, h), *xj = feat(b, j, h);
         double sq = 0;
         for (int64_t d = 0; d < D; d++) sq += (xi[d] - xj[d]) * (xi[d] - xj[d]);
-        return -sq / (2 * sigma[h] * sigma[h]);
+        return kernel_terms(p.kernel, sq, sigma[h]);
     }
+    double score(int64_t b, int64_t h, int64_t i, int64_t j) const { return terms(b, h, i, j).score; }
 };
 
 std::vector<double> widen(const std::vector<float> &v) { return std::vector<double>(v.begin(), v.end()); }
@@ -87,7 +100,6 @@ Backward backward(const Problem &p, const Forward &f) {
                std::vector<double>(H)};
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
-            const double sigma = pairs.sigma[h], inv_var = 1 / (sigma * sigma);
             for (int64_t i = 0; i < T; i++) {
                 const double *xi = pairs.feat(b, i, h), *yi = &f.y[p.at(b, i, h)];
                 const float *dyi = &p.dy[p.at(b, i, h)];
@@ -96,8 +108,8 @@ Backward backward(const Problem &p, const Forward &f) {
                 for (int64_t j = 0; j < T; j++) {
                     if (!p.allowed(i, j)) continue;
                     const double *xj = pairs.feat(b, j, h);
-                    const double s = pairs.score(b, h, i, j);
-                    const double P = contract_weight(std::exp(s - f.lse[p.row(b, h, i)]));
+                    const KernelTerms k = pairs.terms(b, h, i, j);
+                    const double P = contract_weight(std::exp(k.score - f.lse[p.row(b, h, i)]));
                     // dP - Dl = dy_i . (x_j - y_i): its terms' magnitude, translation invariant.
                     double dP = 0, dS_terms = 0;
                     for (int64_t d = 0; d < D; d++) dP += dyi[d] * xj[d], dS_terms += std::abs(dyi[d] * (xj[d] - yi[d]));
@@ -106,14 +118,14 @@ Backward backward(const Problem &p, const Forward &f) {
                     double *mi = &g.dx_magnitude[p.at(b, i, h)], *mj = &g.dx_magnitude[p.at(b, j, h)];
                     for (int64_t d = 0; d < D; d++) {
                         const double diff = xj[d] - xi[d];
-                        dxi[d] += inv_var * dS * diff;                // query path
-                        dxj[d] += -inv_var * dS * diff + P * dyi[d];  // key and value paths
-                        const double m = inv_var * dS_mag * std::abs(diff);
+                        dxi[d] += k.pull * dS * diff;                // query path
+                        dxj[d] += -k.pull * dS * diff + P * dyi[d];  // key and value paths
+                        const double m = k.pull * dS_mag * std::abs(diff);
                         mi[d] += m;
                         mj[d] += m + std::abs(P * dyi[d]);
                     }
-                    g.dsigma[h] += dS * (-2 * s / sigma);
-                    g.dsigma_magnitude[h] += dS_mag * std::abs(2 * s / sigma);
+                    g.dsigma[h] += dS * k.dscore_dsigma;
+                    g.dsigma_magnitude[h] += dS_mag * std::abs(k.dscore_dsigma);
                 }
             }
         }

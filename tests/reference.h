@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gka/gka.h"
@@ -14,6 +15,7 @@ struct Problem {
     gka_shape shape;
     gka_window window;
     std::vector<float> x, sigma, dy;
+    std::string kernel = "gaussian";  // the kernel function (gka_set_kernel's names)
 
     int64_t size() const { return shape.batch * shape.seq_len * shape.heads * shape.head_dim; }
     int64_t rows() const { return shape.batch * shape.heads * shape.seq_len; }
@@ -51,8 +53,16 @@ Forward forward(const Problem &p);
 // trainer passes them). Magnitudes (docs/spec.md's accuracy contract): each dx
 // element's is the sum over its pairs of |query term| + |key term| + |value
 // term|, with |dS_ij| measured as P_ij sum_d |dy_id (x_jd - y_id)| (the terms
-// of dP_ij - Dl_i = dy_i . (x_j - y_i)); dsigma's is sum |dS_ij| |x_i - x_j|^2 / sigma^3.
+// of dP_ij - Dl_i = dy_i . (x_j - y_i)) times the kernel's pull; dsigma's is
+// sum |dS_ij| |ds_ij/dsigma|.
 Backward backward(const Problem &p, const Forward &f);
+// A kernel function's terms at d2 = |x_i - x_j|^2 (docs/spec.md, "Kernels"):
+// the score, the pull -2 ds/dd2 (0 at d2 = 0 for the Laplace) and ds/dsigma.
+struct KernelTerms {
+    double score, pull, dscore_dsigma;
+};
+KernelTerms kernel_terms(const std::string &kernel, double d2, double sigma);
+
 // Number of allowed (query, key) pairs summed over batch and heads (docs/spec.md's
 // "pairs"): forward FLOPs are 4 * D * pairs, backward 10 * D * pairs.
 int64_t allowed_pairs(gka_shape shape, gka_window window);

@@ -29,8 +29,10 @@ Problem in_bf16(Problem p) {
     return p;
 }
 
-// The bfloat16 forward, then its backward fed its own y and lse; outputs widened.
+// The bfloat16 forward, then its backward fed its own y and lse, with the
+// problem's kernel function; outputs widened.
 gka_test::Outputs run_bf16(const Problem &p) {
+    REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK);
     const std::vector<gka_bf16> x = to_bf16(p.x), dy = to_bf16(p.dy);
     std::vector<gka_bf16> y(p.size()), dx(p.size());
     gka_test::Outputs o{{}, std::vector<float>(p.rows()), {}, std::vector<float>(p.shape.heads)};
@@ -71,8 +73,11 @@ TEST_CASE("bf16: head dims, windows and lengths, within the bf16 contract", "[bf
     for (int64_t D : {1, 40, 64, 128}) {
         for (gka_window w : {full, causal, gka_window{9, 0}, gka_window{3, 7}}) {
             for (int64_t T : {2, 49, 150}) {
-                const Problem p = in_bf16(make_problem({2, T, 2, D}, w, {0.6f, 3.0f}, D == 1 ? 0.3 : 1.5, 40 * T + D));
-                gka_test::for_each_family_and_form([&] { check_bf16(p); });
+                Problem p = in_bf16(make_problem({2, T, 2, D}, w, {0.6f, 3.0f}, D == 1 ? 0.3 : 1.5, 40 * T + D));
+                gka_test::for_each_kernel([&](const char *kernel) {
+                    p.kernel = kernel;
+                    gka_test::for_each_family_and_form([&] { check_bf16(p); });
+                });
             }
         }
     }

@@ -96,16 +96,21 @@ TEST_CASE("chunks: a sequence cut into chunks and merged matches the one-call re
     const int64_t T = 77;
     for (gka_window w : {gka_window{-1, 0}, gka_window{-1, -1}, gka_window{5, 0}, gka_window{3, 2}}) {
         for (int64_t D : {64, 20}) {
-            const Problem p = make_problem({1, T, 2, D}, w, {0.8f, 2.5f}, 1.5, 41 * D + w.left);
+            Problem p = make_problem({1, T, 2, D}, w, {0.8f, 2.5f}, 1.5, 41 * D + w.left);
             for (const std::vector<int64_t> &cuts :
                  {std::vector<int64_t>{0, T}, {0, 20, 21, 50, T}, {0, 9, 18, 27, 36, 45, 54, 63, 72, T}}) {
-                gka_test::for_each_family([&] {
-                    INFO("window (" << w.left << ", " << w.right << "), D=" << D << ", " << cuts.size() - 1
-                                    << " chunks, family " << gka_cpu_family());
-                    const Chunked s{p, cuts};
-                    gka_test::Outputs out = merged_forward(s);
-                    chunked_backward(s, out);
-                    gka_test::check_report("chunks", p, gka_test::compare(p, out));
+                gka_test::for_each_kernel([&](const char *kernel) {
+                    p.kernel = kernel;
+                    gka_test::for_each_family([&] {
+                        INFO("window (" << w.left << ", " << w.right << "), D=" << D << ", " << cuts.size() - 1
+                                        << " chunks, family " << gka_cpu_family());
+                        const Chunked s{p, cuts};
+                        gka_test::Outputs out = merged_forward(s);
+                        chunked_backward(s, out);
+                        gka_test::check_report("chunks", p, gka_test::compare(p, out));
+                        const std::string named = kernel == std::string("gaussian") ? "_chunk_" : kernel;
+                        CHECK(std::string(gka_last_kernel()).find(named) != std::string::npos);
+                    });
                 });
             }
         }

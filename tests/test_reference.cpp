@@ -34,10 +34,14 @@ void check_against_finite_differences(const gka_ref::Problem &p) {
 
 TEST_CASE("reference backward matches finite differences", "[reference]") {
     const gka_window windows[] = {{-1, -1}, {-1, 0}, {2, 0}, {1, 3}, {0, 0}};
-    for (gka_window w : windows) {
-        for (double spread : {0.5, 3.0}) {
-            INFO("window (" << w.left << ", " << w.right << "), spread " << spread);
-            check_against_finite_differences(gka_ref::make_problem({2, 6, 2, 3}, w, {0.3f, 2.0f}, spread, 5));
+    for (const char *kernel : {"gaussian", "laplace", "cauchy"}) {
+        for (gka_window w : windows) {
+            for (double spread : {0.5, 3.0}) {
+                INFO(kernel << " kernel, window (" << w.left << ", " << w.right << "), spread " << spread);
+                gka_ref::Problem p = gka_ref::make_problem({2, 6, 2, 3}, w, {0.3f, 2.0f}, spread, 5);
+                p.kernel = kernel;
+                check_against_finite_differences(p);
+            }
         }
     }
 }
@@ -51,4 +55,18 @@ TEST_CASE("reference forward on a case worked by hand", "[reference]") {
     CHECK(f.y[0] == Approx(e / (1 + e)).epsilon(1e-15));
     CHECK(f.y[1] == Approx(1 / (1 + e)).epsilon(1e-15));
     CHECK(f.lse[0] == Approx(std::log(1 + e)).epsilon(1e-15));
+}
+
+TEST_CASE("reference kernels on a case worked by hand", "[reference]") {
+    // x = 0 and x = 2 (D = 1), sigma = 1, full window: d2 = 4, so the other
+    // token's weight is e^-2 (Laplace: s = -|2| / 1) and 1/5 (Cauchy:
+    // 1 / (1 + 4)); y_0 = w / (1 + w).
+    gka_ref::Problem p{{1, 2, 1, 1}, {-1, -1}, {0.0f, 2.0f}, {1.0f}, {0.0f, 0.0f}};
+    for (auto [kernel, w] : {std::pair{"laplace", std::exp(-2.0)}, std::pair{"cauchy", 0.2}}) {
+        INFO(kernel);
+        p.kernel = kernel;
+        const gka_ref::Forward f = gka_ref::forward(p);
+        CHECK(f.y[0] == Approx(2 * w / (1 + w)).epsilon(1e-15));
+        CHECK(f.lse[0] == Approx(std::log(1 + w)).epsilon(1e-15));
+    }
 }

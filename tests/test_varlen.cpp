@@ -75,25 +75,28 @@ TEST_CASE("varlen: each packed sequence as its own call, within the contract", "
     const std::vector<int64_t> lengths{0, 1, 7, 33, 64, 0, 130};
     for (gka_window w : {gka_window{-1, 0}, gka_window{6, 0}, gka_window{-1, -1}}) {
         for (int64_t D : {64, 20}) {
-            const Packed p = packed(lengths, 2, D, w, 31 * D + w.left);
-            gka_test::for_each_family_and_form([&] {
-                INFO("window (" << w.left << ", " << w.right << "), D=" << D << ", family " << gka_cpu_family()
-                                << ", scores " << gka_score_form());
-                const gka_test::Outputs out = run_varlen(p);
-                std::vector<double> dsigma(p.heads, 0.0);
-                for (size_t s = 0; s < p.problems.size(); s++) {
-                    const Problem &one = p.problems[s];
-                    if (one.shape.seq_len == 0) continue;
-                    gka_test::Outputs alone = gka_test::run_kernels(one), mine = slice(p, out, s);
-                    INFO("sequence " << s << " of length " << one.shape.seq_len);
-                    CHECK(mine.y == alone.y);
-                    CHECK(mine.lse == alone.lse);
-                    CHECK(mine.dx == alone.dx);
-                    for (int64_t h = 0; h < p.heads; h++) dsigma[h] += alone.dsigma[h];
-                    mine.dsigma = alone.dsigma;
-                    gka_test::check_report("varlen", one, gka_test::compare(one, mine));
-                }
-                CHECK(out.dsigma == std::vector<float>(dsigma.begin(), dsigma.end()));
+            Packed p = packed(lengths, 2, D, w, 31 * D + w.left);
+            gka_test::for_each_kernel([&](const char *kernel) {
+                for (Problem &one : p.problems) one.kernel = kernel;
+                gka_test::for_each_family_and_form([&] {
+                    INFO("window (" << w.left << ", " << w.right << "), D=" << D << ", family " << gka_cpu_family()
+                                    << ", scores " << gka_score_form());
+                    const gka_test::Outputs out = run_varlen(p);
+                    std::vector<double> dsigma(p.heads, 0.0);
+                    for (size_t s = 0; s < p.problems.size(); s++) {
+                        const Problem &one = p.problems[s];
+                        if (one.shape.seq_len == 0) continue;
+                        gka_test::Outputs alone = gka_test::run_kernels(one), mine = slice(p, out, s);
+                        INFO("sequence " << s << " of length " << one.shape.seq_len);
+                        CHECK(mine.y == alone.y);
+                        CHECK(mine.lse == alone.lse);
+                        CHECK(mine.dx == alone.dx);
+                        for (int64_t h = 0; h < p.heads; h++) dsigma[h] += alone.dsigma[h];
+                        mine.dsigma = alone.dsigma;
+                        gka_test::check_report("varlen", one, gka_test::compare(one, mine));
+                    }
+                    CHECK(out.dsigma == std::vector<float>(dsigma.begin(), dsigma.end()));
+                });
             });
         }
     }
@@ -124,7 +127,7 @@ TEST_CASE("varlen: the kernel named is the furthest form any sequence ran", "[va
 
 TEST_CASE("varlen: bfloat16 features as the bfloat16 calls of each sequence", "[varlen][bf16]") {
     const Packed p = packed({5, 0, 40, 17}, 2, 64, {-1, 0}, 77);
-    gka_test::for_each_family([&] {
+    gka_test::for_each_kernel([&](const char *) { gka_test::for_each_family([&] {
         const int64_t n = int64_t(p.x.size());
         const std::vector<gka_bf16> x = gka_test::to_bf16(p.x), dy = gka_test::to_bf16(p.dy);
         std::vector<gka_bf16> y(n), dx(n);
@@ -153,7 +156,7 @@ TEST_CASE("varlen: bfloat16 features as the bfloat16 calls of each sequence", "[
             }
         }
         CHECK(dsigma == std::vector<float>(sum.begin(), sum.end()));
-    });
+    }); });
 }
 
 TEST_CASE("varlen: bad cu_seqlens and arguments fail before anything is written", "[varlen]") {

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Trains the byte-level LM with GKA and with dot-product attention on the same
 data, depth, width, window and step budget (with --with-bf16, GKA with its
-kernels in bfloat16 too), then writes a report: <out>/report.md and
-<out>/loss_curves.png (run by `make compare`; `make compare COMPARE_ARGS=--with-bf16`)."""
+kernels in bfloat16 too; with --with-kernels, GKA with the Laplace and Cauchy
+kernel functions too), then writes a report: <out>/report.md and
+<out>/loss_curves.png (run by `make compare`; `make compare COMPARE_ARGS=--with-bf16`,
+`make compare COMPARE_ARGS=--with-kernels`)."""
 import argparse
 import csv
 import json
@@ -20,11 +22,17 @@ NANOCHAT_D20 = dict(layers=20, dim=1280, heads=10, vocab=65536, seq=2048)
 PAPER = dict(parameters=0.42, training_flops=0.49)
 
 
-def train(trainer, attention, args, out, dtype="f32"):
+# The kernel functions besides the Gaussian that --with-kernels trains (train_lm --kernel).
+OTHER_KERNELS = ("laplace", "cauchy")
+
+
+def train(trainer, attention, args, out, dtype="f32", kernel="gaussian"):
     command = [str(trainer), "--attention", attention, "--dtype", dtype, "--out", str(out), "--data", args.data,
                "--window", args.window, "--layers", str(args.layers), "--heads", str(args.heads),
                "--head-dim", str(args.head_dim), "--seq", str(args.seq), "--batch", str(args.batch),
                "--steps", str(args.steps), "--eval-every", str(args.eval_every), "--seed", str(args.seed)]
+    if kernel != "gaussian":
+        command += ["--kernel", kernel]
     print("compare:", " ".join(command), flush=True)
     subprocess.run(command, check=True)
     with open(out / "log.csv") as f:
@@ -55,7 +63,7 @@ def shape_ratios(layers, dim, heads, vocab, seq):
 
 def plot(logs, path):
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (name, log), color in zip(logs.items(), ("tab:blue", "tab:orange", "tab:green")):
+    for (name, log), color in zip(logs.items(), ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")):
         steps = [int(r["step"]) for r in log]
         ax.plot(steps, [float(r["train_loss"]) for r in log], color=color, label=f"{name} train")
         ax.plot(steps, [float(r["val_loss"]) for r in log], color=color, linestyle="--", label=f"{name} validation")
@@ -137,6 +145,19 @@ def report(results, args, out):
         for name, key in (("final train loss", "final_train_loss"), ("final validation loss", "final_val_loss"),
                           ("training tokens / s", "tokens_per_s")):
             lines.append(f"| {name} | {g[key]:.4g} | {b[key]:.4g} | {b[key] - g[key]:+.4g} |")
+    kernels = [k for k in ("gka", *(f"gka_{k}" for k in OTHER_KERNELS)) if k in results]
+    if len(kernels) > 1:
+        lines += ["", "## Kernel functions (`--with-kernels`)", "",
+                  "GKA with each kernel function (`train_lm --kernel`; docs/spec.md, \"Kernels\"), the same model, "
+                  "data, seed and step budget, beside dot-product attention.", "",
+                  "| | final train loss | final validation loss | training tokens / s | learned sigma |",
+                  "| --- | --- | --- | --- | --- |"]
+        for name in (*kernels, "dot"):
+            r = results[name][1]
+            label = f"GKA, {r.get('kernel', 'gaussian')}" if name != "dot" else "dot-product"
+            sigma = ", ".join(f"{v:.3g}" for v in r["sigma"]) if name != "dot" else ""
+            lines.append(f"| {label} | {r['final_train_loss']:.4f} | {r['final_val_loss']:.4f} | "
+                         f"{r['tokens_per_s']:,.0f} | {sigma} |")
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
 
@@ -155,16 +176,21 @@ def main():
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--with-bf16", action="store_true", help="also train GKA with its kernels in bfloat16")
+    p.add_argument("--with-kernels", action="store_true",
+                   help="also train GKA with the " + " and ".join(OTHER_KERNELS) + " kernel functions")
     args = p.parse_args()
     trainer = pathlib.Path(args.build) / "examples/train_lm/train_lm"
     if not trainer.exists():
         sys.exit(f"compare: {trainer} not found: build the project first (make build)")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = {"gka": ("gka", "f32"), "dot": ("dot", "f32")}
+    runs = {"gka": ("gka", "f32", "gaussian"), "dot": ("dot", "f32", "gaussian")}
     if args.with_bf16:
-        runs["gka_bf16"] = ("gka", "bf16")
-    results = {name: train(trainer, attention, args, out / name, dtype) for name, (attention, dtype) in runs.items()}
+        runs["gka_bf16"] = ("gka", "bf16", "gaussian")
+    if args.with_kernels:
+        runs.update({f"gka_{k}": ("gka", "f32", k) for k in OTHER_KERNELS})
+    results = {name: train(trainer, attention, args, out / name, dtype, kernel)
+               for name, (attention, dtype, kernel) in runs.items()}
     plot({name: log for name, (log, _) in results.items()}, out / "loss_curves.png")
     report(results, args, out)
     print(f"compare: wrote {out / 'report.md'} and {out / 'loss_curves.png'}")

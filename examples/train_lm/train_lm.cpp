@@ -21,7 +21,7 @@ namespace {
 
 struct Options {
     std::string data = "/usr/share/common-licenses", attention = "gka", dtype = "f32", window = "causal";
-    std::string out = "train_lm_out", prompt = "The ", batches = "windows";
+    std::string out = "train_lm_out", prompt = "The ", batches = "windows", kernel = "gaussian";
     int generate = 0;
     double temperature = 0.8;
     int layers = 4, heads = 2, head_dim = 64, seq = 128, batch = 16, steps = 600;
@@ -34,6 +34,7 @@ const char *kUsage = R"(usage: train_lm [--option value]...
   --data PATH          text file or directory of files (default /usr/share/common-licenses)
   --attention gka|dot  GKA through libgka, or dot-product attention with W_Q, W_K, W_V (default gka)
   --dtype f32|bf16     GKA's kernels in float32 or bfloat16 (the rest of the model is float32; default f32)
+  --kernel NAME        GKA's kernel function: gaussian, laplace or cauchy (gka_set_kernel; default gaussian)
   --window causal|W    causal, or a causal sliding window of W tokens including the query (default causal)
   --layers N --heads H --head-dim D   model shape (default 4, 2, 64: width 128)
   --seq T --batch B    tokens per sequence and sequences per step (default 128, 16)
@@ -79,7 +80,7 @@ Options parse(int argc, char **argv) {
     take("batch", o.batch), take("steps", o.steps), take("eval-every", o.eval_every);
     take("eval-batches", o.eval_batches), take("lr", o.lr), take("seed", o.seed);
     take("generate", o.generate), take("prompt", o.prompt), take("temperature", o.temperature);
-    take("batches", o.batches);
+    take("batches", o.batches), take("kernel", o.kernel);
     if (!given.empty()) throw std::invalid_argument("unknown option --" + given.begin()->first);
     if (o.generate < 0 || o.temperature < 0) throw std::invalid_argument("--generate and --temperature must be >= 0");
     if (o.batches != "windows" && o.batches != "packed") {
@@ -87,6 +88,13 @@ Options parse(int argc, char **argv) {
     }
     if (o.batches == "packed" && o.attention != "gka") {
         throw std::invalid_argument("--batches packed runs GKA's varlen kernels: it needs --attention gka");
+    }
+    if (o.kernel != "gaussian" && o.attention != "gka") {
+        throw std::invalid_argument("--kernel chooses GKA's kernel function: it needs --attention gka");
+    }
+    // libgka's setting is the calling thread's: the trainer calls libgka from this one.
+    if (gka_set_kernel(o.kernel.c_str()) != GKA_OK) {
+        throw std::invalid_argument(std::string("--kernel: ") + gka_last_error());
     }
     if (o.generate > 0 && o.attention != "gka") {
         throw std::invalid_argument("--generate samples through GKA's decode path: it needs --attention gka");
@@ -168,9 +176,10 @@ int run(const Options &o) {
     std::filesystem::create_directories(o.out);
     std::ofstream log(o.out + "/log.csv");
     log << "step,train_loss,val_loss,lr,tokens_per_s,elapsed_s\n";
-    std::printf("train_lm: %s attention (%s), %d layers, width %d (%d heads x %d), window (%lld, %lld), "
+    std::printf("train_lm: %s attention (%s, %s kernel), %d layers, width %d (%d heads x %d), window (%lld, %lld), "
                 "%zu parameters (%zu in attention), %.3g training FLOPs/token (%.3g in attention)\n",
-                o.attention.c_str(), o.dtype.c_str(), o.layers, config.dim(), o.heads, o.head_dim, (long long)shape.window.left,
+                o.attention.c_str(), o.dtype.c_str(), gka_kernel(), o.layers, config.dim(), o.heads, o.head_dim,
+                (long long)shape.window.left,
                 (long long)shape.window.right, model.parameter_count(), model.attention_parameter_count(),
                 model.training_flops_per_token(shape), model.attention_training_flops_per_token(shape));
     std::printf("train_lm: %s: %zu training bytes, %zu validation bytes; libgka family %s, %d threads\n",
@@ -215,7 +224,8 @@ int run(const Options &o) {
     }
 
     std::ofstream summary(o.out + "/summary.json");
-    summary << "{\n  \"attention\": \"" << o.attention << "\", \"dtype\": \"" << o.dtype << "\", \"batches\": \""
+    summary << "{\n  \"attention\": \"" << o.attention << "\", \"kernel\": \"" << o.kernel << "\", \"dtype\": \""
+            << o.dtype << "\", \"batches\": \""
             << o.batches << "\", \"layers\": " << o.layers << ", \"heads\": " << o.heads
             << ", \"head_dim\": " << o.head_dim << ", \"seq\": " << o.seq << ", \"batch\": " << o.batch
             << ", \"steps\": " << o.steps << ",\n  \"window\": [" << shape.window.left << ", " << shape.window.right

@@ -5,6 +5,7 @@
     attention = GaussianKernelAttention(heads=8, head_dim=64)  # causal; learns sigma per head
     y = attention(x)                                           # x [B,T,8*64] or [B,T,8,64]
     y = gka_attention(x, sigma, window=(-1, 0))                # x [B,T,H,D] float32, sigma [H]
+    y = gka_attention(x, sigma, kernel="laplace")              # or "cauchy": gka_torch.KERNELS
     print(gka_torch.info())                                    # the libgka in use, for bug reports
 
 gka_attention is the custom op torch.ops.gka.forward (which also returns lse
@@ -29,14 +30,15 @@ except ImportError as e:
     raise ImportError("gka_torch needs PyTorch: pip install torch "
                       "(CPU-only: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from e
 
-from ._ops import LIBRARY_PATH, gka_attention, gka_attention_chunked, gka_attention_varlen, gka_decode, merge_chunks
+from ._ops import (KERNELS, LIBRARY_PATH, gka_attention, gka_attention_chunked, gka_attention_varlen, gka_decode,
+                   merge_chunks)
 from ._ops import LIB as _LIB
 from ._lib import check as _check
 from ._lib import has_cuda as _has_cuda
 from .module import GaussianKernelAttention
 from .reference import gka_attention_reference, gka_forward_reference
 
-__all__ = ["GaussianKernelAttention", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
+__all__ = ["GaussianKernelAttention", "KERNELS", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
            "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference", "library_path",
            "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel", "set_num_threads",
            "get_num_threads", "info"]
@@ -115,6 +117,7 @@ def info():
         f"CPU family in use: {cpu_family()}",
         f"threads: {get_num_threads()}" + (f" (GKA_NUM_THREADS={env_threads})" if env_threads is not None else ""),
         f"score form: {score_form()}",
+        f"kernel functions: {', '.join(KERNELS)}",
         f"CUDA kernels: {cuda}",
         f"torch: {torch.__version__}, torch.cuda.is_available(): {torch.cuda.is_available()}",
     ])

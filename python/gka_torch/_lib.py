@@ -84,6 +84,9 @@ _CONTROL_SIGNATURES = {
     "gka_cpu_families": ([], _char_p),
     "gka_set_score_form": ([_char_p], _status),
     "gka_score_form": ([], _char_p),
+    "gka_set_kernel": ([_char_p], _status),
+    "gka_kernel": ([], _char_p),
+    "gka_kernels": ([], _char_p),
     "gka_last_kernel": ([], _char_p),
     "gka_num_threads": ([], _int),
     "gka_set_num_threads": ([_int], _status),
@@ -150,6 +153,11 @@ def declare(lib):
         fn = getattr(lib, name, None)
         if fn is not None:
             fn.argtypes, fn.restype = argtypes, _status
+
+
+def kernel_functions(lib):
+    """The kernel functions' names (gka_kernels), the Gaussian first."""
+    return tuple(lib.gka_kernels().decode().split(","))
 
 
 def has_cuda(lib):

@@ -58,9 +58,11 @@ def _check(x, sigma, fake=False, autocast=False):
             "through GKA_LIBRARY")
 
 
-def _call(name, device, *args):
-    """Calls libgka's `name` for tensors on the CPU, or its `name`_cuda on torch's
-    current stream of `device`; raises libgka's error."""
+def _call(name, device, kernel, *args):
+    """Calls libgka's `name` with the kernel function `kernel` (gka_set_kernel: the
+    calling thread's setting, set before each call) for tensors on the CPU, or its
+    `name`_cuda on torch's current stream of `device`; raises libgka's error."""
+    _lib.check(LIB, LIB.gka_set_kernel(kernel.encode()), "gka_set_kernel")
     if device.type == "cpu":
         status = getattr(LIB, name)(*args)
     else:
@@ -70,11 +72,22 @@ def _call(name, device, *args):
     _lib.check(LIB, status, name)
 
 
-def _run(name, x, window, *tensors):
+def _run(name, x, window, kernel, *tensors):
     """Calls libgka's `name` (for x's dtype) on contiguous tensors (x first among them)."""
     B, T, H, D = x.shape
-    _call(name + _FEATURE_DTYPES[x.dtype], x.device, _lib.Shape(B, T, H, D), _lib.Window(*window),
+    _call(name + _FEATURE_DTYPES[x.dtype], x.device, kernel, _lib.Shape(B, T, H, D), _lib.Window(*window),
           *(t.data_ptr() for t in tensors))
+
+
+# The kernel functions libgka has (gka_set_kernel's names, generators/kernel_function.h).
+KERNELS = _lib.kernel_functions(LIB)
+
+
+def _kernel(kernel):
+    """A kernel function's name, checked where a caller passes it (the ops take it as is)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"gka: kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    return kernel
 
 
 def _check_backward_inputs(x, y, lse, dy):
@@ -97,22 +110,24 @@ def _lse_without_features(queries, first_key, last_key, left, right, device):
 
 
 @torch.library.custom_op("gka::forward", mutates_args=())
-def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(y [B,T,H,D], lse [B,H,T]) = GKA forward of x [B,T,H,D] with bandwidths sigma [H]."""
+def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int,
+            kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
+    """(y [B,T,H,D], lse [B,H,T]) = GKA forward of x [B,T,H,D] with bandwidths sigma [H]
+    and the kernel function `kernel` (gka.h, gka_set_kernel)."""
     _check(x, sigma)
     x, sigma = x.contiguous(), sigma.float().contiguous()
     B, T, H, D = x.shape
     y = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
-        _run("gka_forward", x, (left, right), x, sigma, y, lse)
+        _run("gka_forward", x, (left, right), kernel, x, sigma, y, lse)
     else:
         lse.copy_(_lse_without_features(torch.arange(T), 0, T - 1, left, right, x.device))
     return y, lse
 
 
 @forward.register_fake
-def _(x, sigma, left, right):
+def _(x, sigma, left, right, kernel="gaussian"):
     _check(x, sigma, fake=True)
     B, T, H, D = x.shape
     return x.new_empty((B, T, H, D)), x.new_empty((B, H, T), dtype=torch.float32)
@@ -120,7 +135,7 @@ def _(x, sigma, left, right):
 
 @torch.library.custom_op("gka::backward", mutates_args=())
 def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.Tensor, dy: torch.Tensor,
-             left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
+             left: int, right: int, kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dsigma): gradients of sum(dy * y) from the forward's y and lse; dx in x's
     dtype, dsigma in float32."""
     _check(x, sigma)
@@ -134,23 +149,23 @@ def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.T
     dx = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
-        _run("gka_backward", x, (left, right), x, sigma, y, lse, dy, dx, dsigma)
+        _run("gka_backward", x, (left, right), kernel, x, sigma, y, lse, dy, dx, dsigma)
     else:
         dsigma.zero_()
     return dx, dsigma
 
 
 @backward.register_fake
-def _(x, sigma, y, lse, dy, left, right):
+def _(x, sigma, y, lse, dy, left, right, kernel="gaussian"):
     _check(x, sigma, fake=True)
     return torch.empty_like(x, memory_format=torch.contiguous_format), sigma.new_empty(sigma.shape, dtype=torch.float32)
 
 
 def _setup_context(ctx, inputs, output):
-    x, sigma, left, right = inputs
+    x, sigma, left, right, kernel = inputs
     y, lse = output
     ctx.save_for_backward(x, sigma, y, lse)
-    ctx.window = (left, right)
+    ctx.window, ctx.kernel = (left, right), kernel
     # lse is an output for callers that want it (e.g. to combine blocks), but
     # libgka's backward takes no gradient for it.
     ctx.mark_non_differentiable(lse)
@@ -158,9 +173,9 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dy, _dlse):
     x, sigma, y, lse = ctx.saved_tensors
-    dx, dsigma = torch.ops.gka.backward(x, sigma, y, lse, dy.to(x.dtype), *ctx.window)
+    dx, dsigma = torch.ops.gka.backward(x, sigma, y, lse, dy.to(x.dtype), *ctx.window, ctx.kernel)
     return (dx if ctx.needs_input_grad[0] else None, dsigma.to(sigma.dtype) if ctx.needs_input_grad[1] else None,
-            None, None)
+            None, None, None)
 
 
 forward.register_autograd(_backward, setup_context=_setup_context)
@@ -192,7 +207,7 @@ def _check_decode(Tq, capacity, left, right, cache_lens):
 
 @torch.library.custom_op("gka::decode", mutates_args=("cache",))
 def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma: torch.Tensor, left: int,
-           right: int) -> tuple[torch.Tensor, torch.Tensor]:
+           right: int, kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(y [B,Tq,H,D], lse [B,H,Tq]) of the new tokens x [B,Tq,H,D] against cache
     [B,capacity,H,D] of cache_lens [B] (int64) tokens each; writes x into the cache (gka.h, gka_decode)."""
     _check(x, sigma)
@@ -211,7 +226,7 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
     y = torch.empty_like(x)
     lse = torch.empty((B, H, Tq), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
-        _call("gka_decode" + _FEATURE_DTYPES[x.dtype], x.device, _lib.Shape(B, Tq, H, D), cache.shape[1],
+        _call("gka_decode" + _FEATURE_DTYPES[x.dtype], x.device, kernel, _lib.Shape(B, Tq, H, D), cache.shape[1],
               _lib.Window(left, right), x.data_ptr(), sigma.data_ptr(), cache_lens.data_ptr(), cache.data_ptr(),
               y.data_ptr(), lse.data_ptr())
     else:  # nothing to write into the cache; each query's keys are positions 0 to its own
@@ -222,13 +237,13 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
 
 
 @decode.register_fake
-def _(x, cache, cache_lens, sigma, left, right):
+def _(x, cache, cache_lens, sigma, left, right, kernel="gaussian"):
     _check(x, sigma, fake=True)
     B, Tq, H, D = x.shape
     return torch.empty_like(x), x.new_empty((B, H, Tq), dtype=torch.float32)
 
 
-def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0)):
+def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0), kernel="gaussian"):
     """Inference: y [B,Tq,H,D] of Tq new tokens per sequence, against a cache of
     the features before them, which it then extends.
 
@@ -240,7 +255,7 @@ def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0)):
     is refused at the first call, saying the capacity needed). x and cache are
     float32 or bfloat16 (the same), on the CPU or a CUDA device (cache_lens stays
     on the CPU). To prefill a long prompt, run gka_attention on it and copy its x
-    into the cache.
+    into the cache. kernel: as gka_attention's.
 
     Inference only: it has no backward, so where autograd is on and x, sigma or
     the cache requires grad it raises at once (run it under torch.no_grad() or
@@ -251,7 +266,7 @@ def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0)):
         raise RuntimeError("gka: gka_decode is inference-only (it has no backward), but x, sigma or the cache "
                            "requires grad: call it under torch.no_grad() or torch.inference_mode(), or pass "
                            "detached tensors")
-    return torch.ops.gka.decode(x, cache, cache_lens, sigma, left, right)[0]
+    return torch.ops.gka.decode(x, cache, cache_lens, sigma, left, right, _kernel(kernel))[0]
 
 
 def _check_varlen(x, cu_seqlens, sigma, fake=False):
@@ -285,16 +300,16 @@ def _check_cu_seqlens(cu_seqlens, total):
                          f"x's {total}")
 
 
-def _run_varlen(name, x, cu_seqlens, window, *tensors):
+def _run_varlen(name, x, cu_seqlens, window, kernel, *tensors):
     """Calls libgka's varlen `name` (for x's dtype) on contiguous tensors."""
     total, H, D = x.shape
-    _call(name + _FEATURE_DTYPES[x.dtype], x.device, _lib.Shape(cu_seqlens.shape[0] - 1, total, H, D),
+    _call(name + _FEATURE_DTYPES[x.dtype], x.device, kernel, _lib.Shape(cu_seqlens.shape[0] - 1, total, H, D),
           cu_seqlens.data_ptr(), _lib.Window(*window), *(t.data_ptr() for t in tensors))
 
 
 @torch.library.custom_op("gka::forward_varlen", mutates_args=())
 def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tensor, left: int,
-                   right: int) -> tuple[torch.Tensor, torch.Tensor]:
+                   right: int, kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(y [total,H,D], lse [H,total]) of packed sequences x [total,H,D], sequence s at
     tokens cu_seqlens[s]..cu_seqlens[s+1]-1 (gka.h, gka_forward_varlen)."""
     _check_varlen(x, cu_seqlens, sigma)
@@ -302,7 +317,7 @@ def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tenso
     y = torch.empty_like(x)
     lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32, device=x.device)
     if x.numel() > 0:  # libgka takes empty sequences, but not a total of 0: its pointers would be NULL
-        _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse)
+        _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), kernel, x, sigma, y, lse)
     else:  # each token's keys are those of its sequence
         _check_cu_seqlens(cu_seqlens, x.shape[0])
         lengths = cu_seqlens.diff()
@@ -312,14 +327,15 @@ def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tenso
 
 
 @forward_varlen.register_fake
-def _(x, cu_seqlens, sigma, left, right):
+def _(x, cu_seqlens, sigma, left, right, kernel="gaussian"):
     _check_varlen(x, cu_seqlens, sigma, fake=True)
     return torch.empty_like(x), x.new_empty((x.shape[1], x.shape[0]), dtype=torch.float32)
 
 
 @torch.library.custom_op("gka::backward_varlen", mutates_args=())
 def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor,
-                    lse: torch.Tensor, dy: torch.Tensor, left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
+                    lse: torch.Tensor, dy: torch.Tensor, left: int, right: int,
+                    kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dsigma) of packed sequences from the varlen forward's y and lse."""
     _check_varlen(x, cu_seqlens, sigma)
     if y.shape != x.shape or dy.shape != x.shape or lse.shape != (x.shape[1], x.shape[0]):
@@ -331,39 +347,40 @@ def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tens
     dx = torch.empty_like(x)
     dsigma = torch.zeros((x.shape[1],), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
-        _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), x, sigma, y, lse, dy, dx, dsigma)
+        _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), kernel, x, sigma, y, lse, dy, dx, dsigma)
     else:
         _check_cu_seqlens(cu_seqlens, x.shape[0])
     return dx, dsigma
 
 
 @backward_varlen.register_fake
-def _(x, cu_seqlens, sigma, y, lse, dy, left, right):
+def _(x, cu_seqlens, sigma, y, lse, dy, left, right, kernel="gaussian"):
     _check_varlen(x, cu_seqlens, sigma, fake=True)
     return torch.empty_like(x), sigma.new_empty(sigma.shape, dtype=torch.float32)
 
 
 def _setup_varlen_context(ctx, inputs, output):
-    x, cu_seqlens, sigma, left, right = inputs
+    x, cu_seqlens, sigma, left, right, kernel = inputs
     y, lse = output
     ctx.save_for_backward(x, cu_seqlens, sigma, y, lse)
-    ctx.window = (left, right)
+    ctx.window, ctx.kernel = (left, right), kernel
     ctx.mark_non_differentiable(lse)
 
 
 def _backward_varlen(ctx, dy, _dlse):
     x, cu_seqlens, sigma, y, lse = ctx.saved_tensors
-    dx, dsigma = torch.ops.gka.backward_varlen(x, cu_seqlens, sigma, y, lse, dy.to(x.dtype), *ctx.window)
+    dx, dsigma = torch.ops.gka.backward_varlen(x, cu_seqlens, sigma, y, lse, dy.to(x.dtype), *ctx.window,
+                                               ctx.kernel)
     return (dx if ctx.needs_input_grad[0] else None, None,
-            dsigma.to(sigma.dtype) if ctx.needs_input_grad[2] else None, None, None)
+            dsigma.to(sigma.dtype) if ctx.needs_input_grad[2] else None, None, None, None)
 
 
 forward_varlen.register_autograd(_backward_varlen, setup_context=_setup_varlen_context)
 
 
-def _run_chunk(name, x, keys, query_start, key_start, window, *tensors):
+def _run_chunk(name, x, keys, query_start, key_start, window, kernel, *tensors):
     B, T, H, D = x.shape
-    _call(name, x.device, _lib.Shape(B, T, H, D), _lib.Chunk(query_start, key_start, keys.shape[1]),
+    _call(name, x.device, kernel, _lib.Shape(B, T, H, D), _lib.Chunk(query_start, key_start, keys.shape[1]),
           _lib.Window(*window), *(t.data_ptr() for t in tensors))
 
 
@@ -380,7 +397,7 @@ def _check_chunk(x, keys, sigma, fake=False):
 
 @torch.library.custom_op("gka::forward_chunk", mutates_args=())
 def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, query_start: int, key_start: int,
-                  left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
+                  left: int, right: int, kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(y_c [B,Tq,H,D], lse_c [B,H,Tq]): the partial results of queries x at positions
     query_start.. against keys at key_start.. (gka.h, gka_forward_chunk)."""
     _check_chunk(x, keys, sigma)
@@ -389,7 +406,8 @@ def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, quer
     y = torch.empty_like(x)
     lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
     if x.numel() > 0 and keys.numel() > 0:
-        _run_chunk("gka_forward_chunk", x, keys, query_start, key_start, (left, right), x, keys, sigma, y, lse)
+        _run_chunk("gka_forward_chunk", x, keys, query_start, key_start, (left, right), kernel, x, keys, sigma, y,
+                   lse)
     else:  # no keys (lse -inf, y 0), or no features
         y.zero_()
         lse.copy_(_lse_without_features(query_start + torch.arange(T), key_start, key_start + keys.shape[1] - 1,
@@ -398,7 +416,7 @@ def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, quer
 
 
 @forward_chunk.register_fake
-def _(x, keys, sigma, query_start, key_start, left, right):
+def _(x, keys, sigma, query_start, key_start, left, right, kernel="gaussian"):
     _check_chunk(x, keys, sigma, fake=True)
     B, T, H, D = x.shape
     return torch.empty_like(x), x.new_empty((B, H, T), dtype=torch.float32)
@@ -406,8 +424,8 @@ def _(x, keys, sigma, query_start, key_start, left, right):
 
 @torch.library.custom_op("gka::backward_chunk", mutates_args=())
 def backward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.Tensor,
-                   dy: torch.Tensor, query_start: int, key_start: int, left: int,
-                   right: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   dy: torch.Tensor, query_start: int, key_start: int, left: int, right: int,
+                   kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dx_keys, dsigma): a chunk's contributions to the gradients, from the merged
     y and lse of its queries (gka.h, gka_backward_chunk)."""
     _check_chunk(x, keys, sigma)
@@ -421,13 +439,13 @@ def backward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, y: 
     dx, dx_keys = torch.zeros_like(x), torch.zeros_like(keys)
     dsigma = torch.zeros((H,), dtype=torch.float32, device=x.device)
     if x.numel() > 0 and keys.numel() > 0:
-        _run_chunk("gka_backward_chunk", x, keys, query_start, key_start, (left, right), x, keys, sigma, y, lse, dy,
-                   dx, dx_keys, dsigma)
+        _run_chunk("gka_backward_chunk", x, keys, query_start, key_start, (left, right), kernel, x, keys, sigma, y,
+                   lse, dy, dx, dx_keys, dsigma)
     return dx, dx_keys, dsigma
 
 
 @backward_chunk.register_fake
-def _(x, keys, sigma, y, lse, dy, query_start, key_start, left, right):
+def _(x, keys, sigma, y, lse, dy, query_start, key_start, left, right, kernel="gaussian"):
     _check_chunk(x, keys, sigma, fake=True)
     return torch.empty_like(x), torch.empty_like(keys), sigma.new_empty(sigma.shape, dtype=torch.float32)
 
@@ -462,21 +480,21 @@ def _pairs(q0, tq, k0, tk, window):
 
 class _Chunked(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, sigma, window, chunk_size):
+    def forward(ctx, x, sigma, window, chunk_size, kernel):
         if x.shape[1] == 0:  # no tokens, so no pair to merge: the chunk op's empty results, without a kernel
-            y, lse = torch.ops.gka.forward_chunk(x, x, sigma, 0, 0, *window)
+            y, lse = torch.ops.gka.forward_chunk(x, x, sigma, 0, 0, *window, kernel)
         else:
             chunks = x.split(chunk_size, dim=1)
             starts = [i * chunk_size for i in range(len(chunks))]
             ys, lses = [], []
             for xq, q0 in zip(chunks, starts):
-                parts = [torch.ops.gka.forward_chunk(xq, xk, sigma, q0, k0, *window)
+                parts = [torch.ops.gka.forward_chunk(xq, xk, sigma, q0, k0, *window, kernel)
                          for xk, k0 in zip(chunks, starts) if _pairs(q0, xq.shape[1], k0, xk.shape[1], window)]
                 y, lse = merge_chunks(*zip(*parts))
                 ys.append(y), lses.append(lse)
             y, lse = torch.cat(ys, dim=1), torch.cat(lses, dim=2)
         ctx.save_for_backward(x, sigma, y, lse)
-        ctx.window, ctx.chunk_size = window, chunk_size
+        ctx.window, ctx.chunk_size, ctx.kernel = window, chunk_size, kernel
         return y
 
     @staticmethod
@@ -492,25 +510,26 @@ class _Chunked(torch.autograd.Function):
                 if not _pairs(q0, x[:, q].shape[1], k0, x[:, k].shape[1], window):
                     continue
                 dq, dk, ds = torch.ops.gka.backward_chunk(x[:, q], x[:, k], sigma, y[:, q], lse[:, :, q], dy[:, q],
-                                                          q0, k0, *window)
+                                                          q0, k0, *window, ctx.kernel)
                 dx[:, q] += dq
                 dx[:, k] += dk
                 dsigma += ds
-        return dx, dsigma.to(sigma.dtype), None, None
+        return dx, dsigma.to(sigma.dtype), None, None, None
 
 
-def gka_attention_chunked(x, sigma, window=(-1, 0), chunk_size=1024):
+def gka_attention_chunked(x, sigma, window=(-1, 0), chunk_size=1024, kernel="gaussian"):
     """gka_attention computed chunk by chunk: the sequence cut into chunks of
     chunk_size tokens, the chunk kernels run on every (query chunk, key chunk)
     pair the window reaches, and their partial results merged exactly
     (merge_chunks): the single-process form of sequence parallelism, whose
     chunks can live on different processes. Gradients flow to x and sigma
-    through the chunks' backward. float32 tensors, on the CPU or a CUDA device."""
+    through the chunks' backward. float32 tensors, on the CPU or a CUDA device.
+    kernel: as gka_attention's."""
     left, right = _window(window)
     _check(x, sigma)
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"gka: chunk_size must be an int >= 1, got {chunk_size!r}")
-    return _Chunked.apply(x, sigma, (left, right), chunk_size)
+    return _Chunked.apply(x, sigma, (left, right), chunk_size, _kernel(kernel))
 
 
 def _autocast_inputs(x, sigma, packed=False):
@@ -528,7 +547,7 @@ def _autocast_inputs(x, sigma, packed=False):
     return x, sigma
 
 
-def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0)):
+def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0), kernel="gaussian"):
     """gka_attention over variable-length sequences packed along the tokens
     (FlashAttention's varlen): x [total,H,D], sequence s at tokens
     cu_seqlens[s]..cu_seqlens[s+1]-1 (int32 or int64, any device: it is read on
@@ -536,7 +555,7 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0)):
     attending within itself under the window, at its own cost (nothing padded).
     Returns y [total,H,D]; gradients flow to x and sigma. No elements (a total
     of 0, or H or D 0) gives the exact results without a kernel, as gka_attention.
-    On the CPU or a CUDA device; dtypes and autocast as gka_attention's. (On
+    On the CPU or a CUDA device; dtypes, autocast and kernel as gka_attention's. (On
     CUDA the backward waits for the stream once, to add the sequences' dsigma
     in order; a CUDA cu_seqlens is copied to the host, which waits too.)
     """
@@ -547,10 +566,10 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0)):
         raise ValueError(f"gka: packed x must be a tensor [total, heads, head_dim], got "
                          f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
     x, sigma = _autocast_inputs(x, sigma, packed=True)
-    return torch.ops.gka.forward_varlen(x, cu_seqlens.to("cpu", torch.int64), sigma, left, right)[0]
+    return torch.ops.gka.forward_varlen(x, cu_seqlens.to("cpu", torch.int64), sigma, left, right, _kernel(kernel))[0]
 
 
-def gka_attention(x, sigma, window=(-1, 0), return_lse=False):
+def gka_attention(x, sigma, window=(-1, 0), return_lse=False, kernel="gaussian"):
     """Gaussian Kernel Attention: y [B,T,H,D] for features x [B,T,H,D] and per-head
     bandwidths sigma [H] (finite, > 0). x is float32 or bfloat16 (CPU or CUDA), y
     has x's dtype, and sigma either (the kernels widen it to float32); under
@@ -564,8 +583,12 @@ def gka_attention(x, sigma, window=(-1, 0), return_lse=False):
     of exp(score): FlashAttention's softmax_lse. lse carries no gradient (libgka's
     backward takes none for it). A zero dimension gives empty results without a
     kernel (lse = log of each row's key count where only D is 0: gka.h).
+
+    kernel: the function that weighs a pair at squared distance d2 = |x_i - x_j|^2
+    (docs/spec.md, "Kernels"): "gaussian" exp(-d2 / (2 sigma^2)), "laplace"
+    exp(-sqrt(d2) / sigma), "cauchy" 1 / (1 + d2 / sigma^2); KERNELS lists them.
     """
     left, right = _window(window)
     x, sigma = _autocast_inputs(x, sigma)
-    y, lse = torch.ops.gka.forward(x, sigma, left, right)
+    y, lse = torch.ops.gka.forward(x, sigma, left, right, _kernel(kernel))
     return (y, lse) if return_lse else y

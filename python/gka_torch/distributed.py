@@ -31,7 +31,7 @@ NCCL has not run on a GPU, so it refuses CUDA tensors.
 import torch
 import torch.distributed as dist
 
-from ._ops import _check, _pairs, _window, merge_chunks
+from ._ops import _check, _kernel, _pairs, _window, merge_chunks
 
 
 def segments_of(seq_len, world, layout="contiguous"):
@@ -122,7 +122,7 @@ def _slice(x, plan, s, n):
 
 class _ContextParallel(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, sigma, window, segments, group):
+    def forward(ctx, x, sigma, window, segments, group, kernel):
         rank = dist.get_rank(group)
         plan = _Plan(segments, rank, window)
         B, _, H, D = x.shape
@@ -148,7 +148,7 @@ class _ContextParallel(torch.autograd.Function):
                 xq = _slice(x, plan, qs, qn)
                 for _, ks, xk in blocks:
                     if _pairs(qs, qn, ks, xk.shape[1], window):
-                        partials[q].append(torch.ops.gka.forward_chunk(xq, xk, sigma, qs, ks, *window))
+                        partials[q].append(torch.ops.gka.forward_chunk(xq, xk, sigma, qs, ks, *window, kernel))
 
         run(own)  # while the transfers run
         for w in works:
@@ -162,7 +162,7 @@ class _ContextParallel(torch.autograd.Function):
         y, lse = torch.cat(ys, dim=1), torch.cat(lses, dim=2)
         ctx.save_for_backward(x, sigma, y, lse, *[t for _, _, t in keys])
         ctx.key_origins = [(holder, s) for holder, s, _ in keys]
-        ctx.window, ctx.segments, ctx.group, ctx.plan = window, segments, group, plan
+        ctx.window, ctx.segments, ctx.group, ctx.plan, ctx.kernel = window, segments, group, plan, kernel
         return y
 
     @staticmethod
@@ -185,7 +185,8 @@ class _ContextParallel(torch.autograd.Function):
             for holder, ks, xk in keys:
                 if not _pairs(qs, qn, ks, xk.shape[1], window):
                     continue
-                dq, dk, ds = torch.ops.gka.backward_chunk(xq, xk, sigma, yq, lq, dyq, qs, ks, *window)
+                dq, dk, ds = torch.ops.gka.backward_chunk(xq, xk, sigma, yq, lq, dyq, qs, ks, *window,
+                                                          ctx.kernel)
                 dx[:, at:at + qn] += dq
                 dsigma += ds
                 if holder == rank:
@@ -206,18 +207,21 @@ class _ContextParallel(torch.autograd.Function):
             at = plan.local(s)
             dx[:, at:at + buf.shape[1]] += buf
         dist.all_reduce(dsigma, group=group)
-        return dx, dsigma.to(sigma.dtype), None, None, None
+        return dx, dsigma.to(sigma.dtype), None, None, None, None
 
 
-def context_parallel_gka(x_local, sigma, window=(-1, 0), group=None, layout="contiguous", segments=None):
+def context_parallel_gka(x_local, sigma, window=(-1, 0), group=None, layout="contiguous", segments=None,
+                         kernel="gaussian"):
     """y_local [B, T_local, H, D]: GKA of the sequence whose tokens are sharded
     across `group` (default: the whole world), this rank's outputs. x_local holds
     this rank's tokens: under layout "contiguous", the r-th run of the sequence
     (any lengths; each rank's T_local is gathered), under "zigzag", the pieces
     segments_of(T, world, "zigzag") gives it (shard() cuts them). `segments`
     (one [(start, length), ...] per rank) overrides both. Gradients flow to
-    x_local and sigma (summed over the group). float32 CPU tensors, gloo."""
+    x_local and sigma (summed over the group). float32 CPU tensors, gloo.
+    kernel: as gka_attention's."""
     window = _window(window)
+    kernel = _kernel(kernel)
     _check(x_local, sigma)
     if x_local.device.type != "cpu" or x_local.dtype != torch.float32:
         raise NotImplementedError(f"gka: context_parallel_gka runs the chunk kernels, float32 on the CPU; got "
@@ -238,4 +242,4 @@ def context_parallel_gka(x_local, sigma, window=(-1, 0), group=None, layout="con
     if wrong:
         raise ValueError(f"gka: ranks {wrong} hold {[lengths[r] for r in wrong]} tokens, their segments say "
                          f"{[sum(n for _, n in segments[r]) for r in wrong]}")
-    return _ContextParallel.apply(x_local, sigma, window, segments, group)
+    return _ContextParallel.apply(x_local, sigma, window, segments, group, kernel)

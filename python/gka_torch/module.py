@@ -4,7 +4,7 @@ import math
 import torch
 from torch import nn
 
-from ._ops import _window, gka_attention
+from ._ops import _kernel, _window, gka_attention
 
 _LAYOUTS = ("bthd", "bhtd")
 
@@ -27,6 +27,11 @@ class GaussianKernelAttention(nn.Module):
             [B, T, H*D] (heads side by side, as a linear layer gives them);
             "bhtd" (torch's scaled_dot_product_attention's): x [B, H, T, D].
         return_lse: forward returns (y, lse) instead of y.
+        kernel: the function that weighs the pairs, "gaussian" (the default),
+            "laplace" or "cauchy" (gka_attention's; docs/spec.md, "Kernels").
+            sigma's default suits the Gaussian; it is each kernel's length
+            scale all the same (the score of two unrelated tokens about sqrt(2D)
+            apart: -2 Gaussian, -2 Laplace, -log 5 Cauchy).
 
     forward(x) returns y of x's shape and dtype, and with return_lse also lse
     [B, H, T] float32 (each row's log sum of exp(score), FlashAttention's
@@ -49,7 +54,8 @@ class GaussianKernelAttention(nn.Module):
     generation, run gka_decode with this module's sigma under torch.no_grad().
     """
 
-    def __init__(self, heads, head_dim, window=(-1, 0), sigma=None, layout="bthd", return_lse=False):
+    def __init__(self, heads, head_dim, window=(-1, 0), sigma=None, layout="bthd", return_lse=False,
+                 kernel="gaussian"):
         super().__init__()
         for name, v in (("heads", heads), ("head_dim", head_dim)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -60,7 +66,7 @@ class GaussianKernelAttention(nn.Module):
         if not (math.isfinite(sigma) and sigma > 0):
             raise ValueError(f"gka: sigma must be finite and > 0, got {sigma!r}")
         self.heads, self.head_dim, self.window = heads, head_dim, _window(window)
-        self.layout, self.return_lse = layout, return_lse
+        self.layout, self.return_lse, self.kernel = layout, return_lse, _kernel(kernel)
         # The parameter is log sigma: exp gives a valid bandwidth (> 0) for every
         # value an optimizer step can reach, and a step changes sigma by a factor
         # (dL/dlog_sigma = sigma dL/dsigma), alike for sharp and flat heads: the
@@ -89,10 +95,10 @@ class GaussianKernelAttention(nn.Module):
         else:
             want = f"[B, T, {H}, {D}] or [B, T, {H * D}]" if self.layout == "bthd" else f"[B, {H}, T, {D}]"
             raise ValueError(f"gka: layout {self.layout!r} takes x {want}, got shape {tuple(x.shape)}")
-        y, lse = gka_attention(xb, self.sigma, self.window, return_lse=True)
+        y, lse = gka_attention(xb, self.sigma, self.window, return_lse=True, kernel=self.kernel)
         y = y.flatten(2) if flat else y.transpose(1, 2) if self.layout == "bhtd" else y
         return (y, lse) if self.return_lse else y
 
     def extra_repr(self):
         return (f"heads={self.heads}, head_dim={self.head_dim}, window={self.window}, layout={self.layout!r}, "
-                f"return_lse={self.return_lse}")
+                f"return_lse={self.return_lse}, kernel={self.kernel!r}")

@@ -19,12 +19,26 @@ def window_mask(seq_len, window, device=None):
     return allowed
 
 
-def gka_forward_reference(x, sigma, window=(-1, 0)):
+def kernel_score(d2, sigma, kernel="gaussian"):
+    """A pair's score s(d2, sigma) for squared distances d2 (docs/spec.md, "Kernels").
+    The Laplace's sqrt has an infinite slope at d2 = 0: d2 is clamped to the
+    smallest positive float there (an exact 0 gives torch a NaN gradient), so that
+    the self pair's gradient is 0, libgka's subgradient."""
+    if kernel == "gaussian":
+        return -d2 / (2 * sigma ** 2)
+    if kernel == "laplace":
+        return -d2.clamp(min=torch.finfo(d2.dtype).tiny).sqrt() / sigma
+    if kernel == "cauchy":
+        return -torch.log1p(d2 / sigma ** 2)
+    raise ValueError(f"gka: unknown kernel {kernel!r}")
+
+
+def gka_forward_reference(x, sigma, window=(-1, 0), kernel="gaussian"):
     """(y [B,T,H,D], lse [B,H,T]) for x [B,T,H,D] and sigma [H], in x's dtype."""
     xh = x.permute(0, 2, 1, 3)  # [B, H, T, D]
     # Exact squared distances (differences, not the |a|^2 + |b|^2 - 2ab expansion).
     d2 = ((xh[:, :, :, None, :] - xh[:, :, None, :, :]) ** 2).sum(-1)  # [B, H, Tq, Tk]
-    s = -d2 / (2 * sigma[None, :, None, None] ** 2)
+    s = kernel_score(d2, sigma[None, :, None, None], kernel)
     s = s.masked_fill(~window_mask(x.shape[1], window, x.device), float("-inf"))
     lse = torch.logsumexp(s, dim=-1)  # [B, H, T]
     p = torch.exp(s - lse[..., None])
@@ -32,5 +46,5 @@ def gka_forward_reference(x, sigma, window=(-1, 0)):
     return y, lse
 
 
-def gka_attention_reference(x, sigma, window=(-1, 0)):
-    return gka_forward_reference(x, sigma, window)[0]
+def gka_attention_reference(x, sigma, window=(-1, 0), kernel="gaussian"):
+    return gka_forward_reference(x, sigma, window, kernel)[0]

@@ -46,11 +46,11 @@ def inputs(d, seed=0, b=B, t=T, h=H):
     return x, sigma
 
 
-def reference_with_gradients(x, sigma, window, seed):
+def reference_with_gradients(x, sigma, window, seed, kernel="gaussian"):
     """The double reference's y and, for L = sum(y * dy) with a random dy, dL/dx and dL/dsigma."""
     dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     xr, sr = x.clone().requires_grad_(), sigma.clone().requires_grad_()
-    y = gka_forward_reference(xr, sr, window)[0]
+    y = gka_forward_reference(xr, sr, window, kernel)[0]
     (y * dy).sum().backward()
     return y.detach(), dy, xr.grad, sr.grad
 
@@ -801,7 +801,7 @@ class Module(unittest.TestCase):
         m = gka_torch.GaussianKernelAttention(4, 32)
         self.assertTrue(torch.allclose(m.sigma, torch.full((4,), 4.0)))  # sqrt(head_dim / 2)
         self.assertEqual(repr(m), "GaussianKernelAttention(heads=4, head_dim=32, window=(-1, 0), layout='bthd', "
-                                  "return_lse=False)")
+                                  "return_lse=False, kernel='gaussian')")
         self.assertIn("window=(7, 0), layout='bhtd', return_lse=True",
                       repr(gka_torch.GaussianKernelAttention(4, 32, (7, 0), 2.0, "bhtd", True)))
 
@@ -960,6 +960,78 @@ class Compile(unittest.TestCase):
         # The default backend generates and compiles C++ for the ops around ours.
         torch._dynamo.reset()
         self.check_against_eager(torch.compile(self.step, fullgraph=True))
+
+
+class KernelFunctions(unittest.TestCase):
+    """The kernel functions other than the Gaussian (kernel="laplace", "cauchy")
+    through every entry point, against the double reference's autograd."""
+    OTHERS = [k for k in gka_torch.KERNELS if k != "gaussian"]
+
+    def test_listed(self):
+        self.assertEqual(gka_torch.KERNELS, ("gaussian", "laplace", "cauchy"))
+
+    def test_forward_and_gradients_match_reference(self):
+        for kernel in self.OTHERS:
+            for d in HEAD_DIMS:
+                for window in WINDOWS:
+                    with self.subTest(kernel=kernel, d=d, window=window):
+                        x, sigma = inputs(d, seed=31)
+                        want, dy, want_dx, want_dsigma = reference_with_gradients(x, sigma, window, 32, kernel)
+                        xf, sf = x.float().requires_grad_(), sigma.float().requires_grad_()
+                        y, lse = gka_attention(xf, sf, window, return_lse=True, kernel=kernel)
+                        (y.double() * dy).sum().backward()
+                        want_lse = gka_forward_reference(x, sigma, window, kernel)[1]
+                        self.assertLess(rel_err(y, want), RTOL)
+                        self.assertLess(rel_err(lse, want_lse), RTOL)
+                        self.assertLess(rel_err(xf.grad, want_dx), RTOL)
+                        self.assertLess(rel_err(sf.grad, want_dsigma), RTOL)
+                        self.assertIn("_" + kernel, gka_torch.last_kernel())
+                        # Not the Gaussian's results.
+                        self.assertGreater(rel_err(y, gka_forward_reference(x, sigma, window)[0]), 1e-3)
+
+    def test_varlen_chunked_decode_and_bf16(self):
+        for kernel in self.OTHERS:
+            with self.subTest(kernel=kernel):
+                x, sigma = (t.float() for t in inputs(24, seed=33, b=1, t=30, h=2))
+                y = gka_attention(x, sigma, (-1, 0), kernel=kernel)
+                packed = gka_torch.gka_attention_varlen(x[0], torch.tensor([0, 30]), sigma, kernel=kernel)
+                self.assertTrue(torch.equal(packed, y[0]))
+                chunked = gka_torch.gka_attention_chunked(x, sigma, (-1, 0), 7, kernel=kernel)
+                self.assertLess(rel_err(chunked, y.double()), RTOL)
+                cache = torch.zeros(1, 30, 2, 24)
+                with torch.no_grad():
+                    decoded = gka_torch.gka_decode(x, cache, torch.tensor([0]), sigma, kernel=kernel)
+                self.assertLess(rel_err(decoded, y.double()), RTOL)
+                y16 = gka_attention(x.bfloat16(), sigma, (-1, 0), kernel=kernel)
+                self.assertEqual(y16.dtype, torch.bfloat16)
+                self.assertLess(rel_err(y16, y.double()), 1e-2)
+
+    def test_module_learns_sigma_with_each_kernel(self):
+        for kernel in self.OTHERS:
+            with self.subTest(kernel=kernel):
+                m = gka_torch.GaussianKernelAttention(2, 16, kernel=kernel)
+                x = torch.randn(1, 20, 2, 16)
+                y = m(x)
+                self.assertLess(rel_err(y, gka_attention(x, m.sigma.detach(), kernel=kernel).double()), RTOL)
+                y.square().sum().backward()
+                self.assertTrue(torch.isfinite(m.log_sigma.grad).all() and (m.log_sigma.grad != 0).all())
+                self.assertIn(f"kernel='{kernel}'", repr(m))
+
+    def test_compiled_and_opcheck(self):
+        x, sigma = (t.float() for t in inputs(16, seed=34, b=1, t=12, h=2))
+        torch.library.opcheck(torch.ops.gka.forward.default, (x, sigma, -1, 0, "laplace"))
+        y, lse = torch.ops.gka.forward(x, sigma, -1, 0, "cauchy")
+        torch.library.opcheck(torch.ops.gka.backward.default, (x, sigma, y, lse, torch.ones_like(y), -1, 0, "cauchy"))
+        torch._dynamo.reset()
+        step = torch.compile(lambda x, s: gka_attention(x, s, kernel="laplace"), fullgraph=True, backend="eager")
+        self.assertTrue(torch.equal(step(x, sigma), gka_attention(x, sigma, kernel="laplace")))
+
+    def test_unknown_kernel(self):
+        x, sigma = torch.ones(1, 4, 2, 8), torch.ones(2)
+        with self.assertRaisesRegex(ValueError, "kernel must be one of gaussian, laplace, cauchy"):
+            gka_attention(x, sigma, kernel="epanechnikov")
+        with self.assertRaisesRegex(ValueError, "kernel must be one of"):
+            gka_torch.GaussianKernelAttention(2, 8, kernel="gauss")
 
 
 if __name__ == "__main__":

@@ -227,6 +227,24 @@ GKA_API const char *gka_cpu_families(void); /* those compiled in, best first, co
  * caller's stream. */
 GKA_API gka_status gka_set_score_form(const char *form); /* "auto", "origin", "centred", "direct"; NULL or "" = "auto" */
 GKA_API const char *gka_score_form(void);
+/* Which kernel weighs the pairs (docs/spec.md, "Kernels"): w_ij = exp(s_ij)
+ * with d2 = |x_i - x_j|^2 and
+ *   "gaussian" (the default): s = -d2 / (2 sigma^2);
+ *   "laplace":                s = -sqrt(d2) / sigma (its gradient's pull at
+ *                             d2 = 0, the self pair and exact duplicates, is
+ *                             taken as 0: the subgradient);
+ *   "cauchy":                 s = -log(1 + d2 / sigma^2), weights
+ *                             1 / (1 + d2 / sigma^2).
+ * The setting is the calling thread's and applies to each later call on that
+ * thread, every entry point (host and CUDA, forward, backward, decode, varlen,
+ * chunks, float32 and bf16) alike: a caller sets it before its calls, as
+ * gka_torch does before each, and calls on other threads are not affected.
+ * The kernels other than the Gaussian run the direct score form, whatever
+ * gka_set_score_form says (docs/accuracy.md says why); gka_last_kernel() names
+ * them with "_laplace" or "_cauchy". NULL or "" = "gaussian". */
+GKA_API gka_status gka_set_kernel(const char *kernel);
+GKA_API const char *gka_kernel(void);
+GKA_API const char *gka_kernels(void); /* every name, comma-separated: "gaussian,laplace,cauchy" */
 
 /* The kernel variant that `pass` runs for this shape and window on `family`
  * (a name of gka_cpu_families() or gka_cuda_families()): "forward" or "backward"
@@ -235,7 +253,9 @@ GKA_API const char *gka_score_form(void);
  * direct form's (on a CUDA family, each of these names the direct form's
  * variant, the only one it has); "forward_bf16",
  * "backward_bf16_direct" and so on, the bfloat16 calls'; "decode" and
- * "decode_bf16", gka_decode's (and gka_decode_cuda's; the shape's seq_len is ignored). Its name, e.g.
+ * "decode_bf16", gka_decode's (and gka_decode_cuda's; the shape's seq_len is ignored);
+ * "forward_chunk", "backward_chunk", the chunks'; any of them followed by
+ * "_laplace" or "_cauchy", that kernel's (direct) variant. Its name, e.g.
  * "gka_forward_avx512_d64_sliding", and in *knobs (unless knobs is NULL) the
  * schedule knobs it was compiled with ("name:value,..."; "" = the schedule's
  * defaults). The autotuner's table, schedules/tuned.tsv, gives knobs per shape
