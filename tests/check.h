@@ -29,7 +29,8 @@ std::string check_problem(const gka_ref::Problem &p);
 std::vector<std::string> runnable_families();
 
 // Runs `body` once per runnable family and score form, forcing each; restores
-// the defaults after.
+// the defaults after. Under a kernel function other than the Gaussian (which
+// runs the direct form whatever the setting), once per family.
 void for_each_family_and_form(const std::function<void()> &body);
 // Runs `body` once per runnable family, forcing each; restores the default after.
 void for_each_family(const std::function<void()> &body);

@@ -52,7 +52,9 @@ struct Stream {
     void sync() const { REQUIRE(cu.cuStreamSynchronize(s) == 0); }
 };
 
+// With the problem's kernel function (left set: gka_set_kernel).
 gka_test::Outputs run_on_device(const gka_ref::Problem &p, const Stream &stream) {
+    REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK);
     DeviceArray x(p.x), sigma(p.sigma), dy(p.dy), y(p.size()), lse(p.rows()), dx(p.size()), dsigma(p.shape.heads);
     gka_status s = gka_forward_cuda(p.shape, p.window, x.f(), sigma.f(), y.f(), lse.f(), stream.s);
     INFO(gka_last_error());
@@ -74,6 +76,7 @@ void check_on_device(const gka_ref::Problem &p) {
 void check_bf16_on_device(gka_ref::Problem p) {
     p.x = gka_test::rounded_to_bf16(p.x);
     p.dy = gka_test::rounded_to_bf16(p.dy);
+    REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK);
     Stream stream;
     DeviceArray<gka_bf16> x(gka_test::to_bf16(p.x)), dy(gka_test::to_bf16(p.dy)), y(p.size()), dx(p.size());
     DeviceArray<> sigma(p.sigma), lse(p.rows()), dsigma(p.shape.heads);
@@ -98,7 +101,10 @@ TEST_CASE("cuda: windows and head dims against the double reference", "[cuda]") 
     for (int64_t D : {64, 128, 16, 80}) {
         for (gka_window w : windows) {
             auto p = gka_ref::make_problem({2, 300, 3, D}, w, {0.5f, 2.0f, 9.0f}, 1.5, 500 + D);
-            check_on_device(p);
+            gka_test::for_each_kernel([&](const char *kernel) {
+                p.kernel = kernel;
+                check_on_device(p);
+            });
         }
     }
 }
@@ -106,7 +112,11 @@ TEST_CASE("cuda: windows and head dims against the double reference", "[cuda]") 
 TEST_CASE("cuda: bfloat16 features, windows and head dims, within the bf16 contract", "[cuda][bf16]") {
     for (int64_t D : {64, 128, 40}) {
         for (gka_window w : {causal, full, gka_window{255, 0}, gka_window{0, 0}, gka_window{3, 7}}) {
-            check_bf16_on_device(gka_ref::make_problem({2, 300, 2, D}, w, {0.6f, 3.0f}, 1.5, 700 + D));
+            auto p = gka_ref::make_problem({2, 300, 2, D}, w, {0.6f, 3.0f}, 1.5, 700 + D);
+            gka_test::for_each_kernel([&](const char *kernel) {
+                p.kernel = kernel;
+                check_bf16_on_device(p);
+            });
         }
     }
 }
@@ -209,8 +219,10 @@ TEST_CASE("cuda: decode steps match the CPU's, causal and on a ring", "[cuda][de
     for (const DecodeCase c : {DecodeCase{causal, 600, 1, 64, 150}, DecodeCase{causal, 600, 3, 128, 150},
                                DecodeCase{{63, 0}, 63, 1, 64, 150}, DecodeCase{{63, 0}, 80, 2, 40, 150},
                                DecodeCase{{63, 0}, 63, 70, 64, 4}}) {
-        decode_matches_host<float>(c);
-        decode_matches_host<gka_bf16>(c);
+        gka_test::for_each_kernel([&](const char *) {  // the host's and the device's calls alike
+            decode_matches_host<float>(c);
+            decode_matches_host<gka_bf16>(c);
+        });
     }
 }
 
@@ -287,8 +299,10 @@ void varlen_matches_host(gka_window w, int64_t D) {
 TEST_CASE("cuda: varlen matches the CPU's, float32 and bfloat16", "[cuda][varlen]") {
     for (gka_window w : {causal, full, gka_window{40, 0}, gka_window{5, 9}}) {
         for (int64_t D : {64, 128, 40}) {
-            varlen_matches_host<float>(w, D);
-            varlen_matches_host<gka_bf16>(w, D);
+            gka_test::for_each_kernel([&](const char *) {  // the host's and the device's calls alike
+                varlen_matches_host<float>(w, D);
+                varlen_matches_host<gka_bf16>(w, D);
+            });
         }
     }
 }
@@ -305,43 +319,47 @@ TEST_CASE("cuda: chunks match the CPU's", "[cuda][chunk]") {
         for (int64_t D : {64, 128, 40}) {
             const auto p = gka_ref::make_problem({2, 200, 2, D}, w, {0.5f, 3.0f}, 1.5, 900 + D);
             const int64_t row = 2 * D, Tq = 70, K = 90;
-            for (const gka_chunk c : {gka_chunk{100, 100, K}, gka_chunk{100, 10, K}, gka_chunk{0, 110, K}}) {
-                INFO("window (" << w.left << ", " << w.right << "), D=" << D << ", chunk (" << c.query_start << ", "
-                                << c.key_start << ", " << c.key_len << ")");
-                std::vector<float> x(2 * Tq * row), keys(2 * K * row), dy(x.size());
-                for (int64_t b = 0; b < 2; b++) {
-                    std::copy_n(&p.x[(b * 200 + c.query_start) * row], Tq * row, &x[b * Tq * row]);
-                    std::copy_n(&p.dy[(b * 200 + c.query_start) * row], Tq * row, &dy[b * Tq * row]);
-                    std::copy_n(&p.x[(b * 200 + c.key_start) * row], K * row, &keys[b * K * row]);
+            for (const char *kernel : gka::kernel_function_names) {  // the host's and the device's calls alike
+                REQUIRE(gka_set_kernel(kernel) == GKA_OK);
+                for (const gka_chunk c : {gka_chunk{100, 100, K}, gka_chunk{100, 10, K}, gka_chunk{0, 110, K}}) {
+                    INFO(kernel << " kernel, window (" << w.left << ", " << w.right << "), D=" << D << ", chunk ("
+                                << c.query_start << ", " << c.key_start << ", " << c.key_len << ")");
+                    std::vector<float> x(2 * Tq * row), keys(2 * K * row), dy(x.size());
+                    for (int64_t b = 0; b < 2; b++) {
+                        std::copy_n(&p.x[(b * 200 + c.query_start) * row], Tq * row, &x[b * Tq * row]);
+                        std::copy_n(&p.dy[(b * 200 + c.query_start) * row], Tq * row, &dy[b * Tq * row]);
+                        std::copy_n(&p.x[(b * 200 + c.key_start) * row], K * row, &keys[b * K * row]);
+                    }
+                    const gka_shape shape{2, Tq, 2, D};
+                    std::vector<float> y(x.size()), lse(2 * 2 * Tq), dx(x.size()), dk(keys.size()), ds(2);
+                    REQUIRE(gka_forward_chunk(shape, c, w, x.data(), keys.data(), p.sigma.data(), y.data(), lse.data()) ==
+                            GKA_OK);
+                    // The backward's y and lse: the chunk's own, as if it were the only one.
+                    REQUIRE(gka_backward_chunk(shape, c, w, x.data(), keys.data(), p.sigma.data(), y.data(), lse.data(),
+                                               dy.data(), dx.data(), dk.data(), ds.data()) == GKA_OK);
+                    Stream stream;
+                    DeviceArray<> xd(x), kd(keys), sd(p.sigma), dyd(dy), yd(y.size()), ld(lse.size()), dxd(dx.size()),
+                        dkd(dk.size()), dsd(ds.size());
+                    gka_status s = gka_forward_chunk_cuda(shape, c, w, xd.f(), kd.f(), sd.f(), yd.f(), ld.f(), stream.s);
+                    INFO(gka_last_error());
+                    REQUIRE(s == GKA_OK);
+                    stream.sync();
+                    close(yd.download(), y);
+                    close(ld.download(), lse);
+                    DeviceArray<> yc(y), lc(lse);  // the CPU's, so that the backwards see the same inputs
+                    s = gka_backward_chunk_cuda(shape, c, w, xd.f(), kd.f(), sd.f(), yc.f(), lc.f(), dyd.f(), dxd.f(),
+                                                dkd.f(), dsd.f(), stream.s);
+                    INFO(gka_last_error());
+                    REQUIRE(s == GKA_OK);
+                    stream.sync();
+                    close(dxd.download(), dx);
+                    close(dkd.download(), dk);
+                    check_close(dsd.download(), ds, 1e-3 * largest(ds));
                 }
-                const gka_shape shape{2, Tq, 2, D};
-                std::vector<float> y(x.size()), lse(2 * 2 * Tq), dx(x.size()), dk(keys.size()), ds(2);
-                REQUIRE(gka_forward_chunk(shape, c, w, x.data(), keys.data(), p.sigma.data(), y.data(), lse.data()) ==
-                        GKA_OK);
-                // The backward's y and lse: the chunk's own, as if it were the only one.
-                REQUIRE(gka_backward_chunk(shape, c, w, x.data(), keys.data(), p.sigma.data(), y.data(), lse.data(),
-                                           dy.data(), dx.data(), dk.data(), ds.data()) == GKA_OK);
-                Stream stream;
-                DeviceArray<> xd(x), kd(keys), sd(p.sigma), dyd(dy), yd(y.size()), ld(lse.size()), dxd(dx.size()),
-                    dkd(dk.size()), dsd(ds.size());
-                gka_status s = gka_forward_chunk_cuda(shape, c, w, xd.f(), kd.f(), sd.f(), yd.f(), ld.f(), stream.s);
-                INFO(gka_last_error());
-                REQUIRE(s == GKA_OK);
-                stream.sync();
-                close(yd.download(), y);
-                close(ld.download(), lse);
-                DeviceArray<> yc(y), lc(lse);  // the CPU's, so that the backwards see the same inputs
-                s = gka_backward_chunk_cuda(shape, c, w, xd.f(), kd.f(), sd.f(), yc.f(), lc.f(), dyd.f(), dxd.f(),
-                                            dkd.f(), dsd.f(), stream.s);
-                INFO(gka_last_error());
-                REQUIRE(s == GKA_OK);
-                stream.sync();
-                close(dxd.download(), dx);
-                close(dkd.download(), dk);
-                check_close(dsd.download(), ds, 1e-3 * largest(ds));
             }
         }
     }
+    REQUIRE(gka_set_kernel(nullptr) == GKA_OK);
 }
 
 TEST_CASE("cuda: sequence lengths around the band, near-one-hot and near-uniform", "[cuda]") {
