@@ -92,7 +92,7 @@ inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *dir
     const Expr s = t.scores.score(v.j, v.i, v.h, v.b);  // the direct form's self pair is 0 as computed
     t.score(v.j, v.i, v.h, v.b) = p.form == ScoreForm::centred ? Halide::select(v.i == v.j, 0.0f, s) : s;
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
-        p.mask.allowed(v.i, v.j), exp_nonpositive(t.score(v.j, v.i, v.h, v.b) - p.lse(v.i, v.h, v.b)), 0.0f);
+        p.mask.allowed(v.i, v.j), pair_weight(t.scores, v, t.score(v.j, v.i, v.h, v.b), p.lse(v.i, v.h, v.b)), 0.0f);
     const Expr key = t.scores.key_features(rd, v.h, v.j, v.b);
     Expr dprob_less_delta;  // dP_ij - Dl_i
     if (p.form == ScoreForm::direct) {

@@ -78,9 +78,11 @@ inline void define_decode(DecodePipeline &p, Func x, Func cache, Func lengths, F
     p.cached_scores = kernel_scores(p.cached, p.fresh, p.fresh, sigma, head_dim, ScoreForm::direct, v, function);
     p.fresh_scores = kernel_scores(p.fresh, p.fresh, p.fresh, sigma, head_dim, ScoreForm::direct, v, function);
     p.cached_weight(v.j, v.i, v.h, v.b) = Halide::select(
-        mask.allowed(query, length - p.key_count(v.b) + v.j), exp_nonpositive(p.cached_scores.score(v.j, v.i, v.h, v.b)), 0.0f);
+        mask.allowed(query, length - p.key_count(v.b) + v.j),
+        pair_weight(p.cached_scores, v, p.cached_scores.score(v.j, v.i, v.h, v.b)), 0.0f);
     p.fresh_weight(v.j, v.i, v.h, v.b) = Halide::select(
-        mask.allowed(query, length + v.j), exp_nonpositive(p.fresh_scores.score(v.j, v.i, v.h, v.b)), 0.0f);
+        mask.allowed(query, length + v.j), pair_weight(p.fresh_scores, v, p.fresh_scores.score(v.j, v.i, v.h, v.b)),
+        0.0f);
 
     // Chunks of cached keys: as many as the longest reach needs.
     const Expr most = Halide::select(left < 0, capacity, Halide::min(left, capacity));

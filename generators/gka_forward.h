@@ -71,7 +71,7 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
         p.scores = kernel_scores(p.values, p.x, p.centred, sigma, head_dim, form, v, function);
     }
     p.weight(v.j, v.i, v.h, v.b) = Halide::select(mask.allowed(v.i, v.j) && mask.position(v.i) != v.j,
-                                                  exp_nonpositive(p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);
+                                                  pair_weight(p.scores, v, p.scores.score(v.j, v.i, v.h, v.b)), 0.0f);
 
     const Expr query = mask.token(v.band, v.offset);
     Expr key;  // the window's key at the reduction's step

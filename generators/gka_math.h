@@ -195,6 +195,7 @@ inline Centre feature_centre(Func x, Expr seq_len, const Vars &v) {
 // x (d, h, t, b) and bandwidths sigma (h).
 struct Scores {
     KernelFunction function = KernelFunction::gaussian;
+    Expr sigma_h;                     // sigma(h), the other kernels' terms read it
     // x seen as keys and as queries: the same features (no projections), named
     // apart so that a schedule can lay out each side for its own access.
     Func key_features{"key_features"}, query_features{"query_features"};  // (d, h, t, b)
@@ -226,6 +227,7 @@ inline Scores kernel_scores(Func keys, Func queries, Func centred, Func sigma, E
     }
     Scores s;
     s.function = function;
+    s.sigma_h = sigma(v.h);
     s.rd = RDom(0, head_dim, "rd");
     const RDom &rd = s.rd;
     s.key_features(v.d, v.h, v.t, v.b) = keys(v.d, v.h, v.t, v.b);
@@ -238,7 +240,7 @@ inline Scores kernel_scores(Func keys, Func queries, Func centred, Func sigma, E
         s.score(v.j, v.i, v.h, v.b) =
             function == KernelFunction::gaussian
                 ? -s.dot(v.j, v.i, v.h, v.b) * s.inv_two_var(v.h)
-                : kernel_terms(function, s.dot(v.j, v.i, v.h, v.b), sigma(v.h)).score;
+                : kernel_terms(function, s.dot(v.j, v.i, v.h, v.b), s.sigma_h).score;
         return s;
     }
     s.dot(v.j, v.i, v.h, v.b) += s.key_features(rd, v.h, v.j, v.b) * s.query_features(rd, v.h, v.i, v.b);
@@ -250,6 +252,18 @@ inline Scores kernel_scores(Func keys, Func queries, Func centred, Func sigma, E
 }
 inline Scores kernel_scores(Func features, Func centred, Func sigma, Expr head_dim, ScoreForm form, const Vars &v) {
     return kernel_scores(features, features, centred, sigma, head_dim, form, v);
+}
+
+// exp(score - offset) of the pair (v.j, v.i, v.h, v.b), for `score` (<= 0: the
+// pair's s_ij, or a pass's copy of it) and an offset >= 0 (the backward's lse_i;
+// undefined: 0): where the kernel has an exact weight of its own (kernel_terms.h),
+// that weight times exp(-offset), else the exponential of the difference.
+inline Expr pair_weight(const Scores &s, const Vars &v, const Expr &score, const Expr &offset = Expr()) {
+    if (s.function != KernelFunction::gaussian) {
+        const Expr weight = kernel_terms(s.function, s.dot(v.j, v.i, v.h, v.b), s.sigma_h).weight;
+        if (weight.defined()) return offset.defined() ? weight * exp_nonpositive(-offset) : weight;
+    }
+    return exp_nonpositive(offset.defined() ? score - offset : score);
 }
 
 // max_t |c_t|^2 of each (head, batch) (h, b): the runtime's test of whether

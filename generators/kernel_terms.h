@@ -18,8 +18,12 @@
 
 namespace gka {
 
+// weight: exp(score) in a form of its own where the kernel has an exact one
+// cheaper than the exponential of its score (the Cauchy's 1 / (1 + d2 /
+// sigma^2): no logarithm and exponential a pair, and fewer live values in the
+// backward's pair loops); undefined otherwise.
 struct KernelTerms {
-    Halide::Expr score, pull, dscore_dsigma;
+    Halide::Expr score, pull, dscore_dsigma, weight;
 };
 
 // `d2` >= 0 (the direct form's sum of squared differences). The factors of
@@ -46,7 +50,8 @@ inline KernelTerms kernel_terms(KernelFunction f, const Halide::Expr &d2, const 
         // s = -log(1 + d2 / sigma^2): weights 1 / (1 + d2 / sigma^2), whose
         // tails never underflow.
         const Expr inv_var = 1.0f / (sigma * sigma), u = d2 * inv_var, inv_one_plus = 1.0f / (1.0f + u);
-        return {-Halide::log(1.0f + u), (2.0f * inv_var) * inv_one_plus, (2.0f / sigma) * (u * inv_one_plus)};
+        return {-Halide::log(1.0f + u), (2.0f * inv_var) * inv_one_plus, (2.0f / sigma) * (u * inv_one_plus),
+                inv_one_plus};
     }
     }
     throw std::invalid_argument("gka: kernel_terms serves the kernels other than the Gaussian");

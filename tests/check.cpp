@@ -6,10 +6,13 @@
 
 namespace gka_test {
 
+KernelOf::KernelOf(const gka_ref::Problem &p) { REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK); }
+KernelOf::~KernelOf() { gka_set_kernel(nullptr); }
+
 Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel) {
     Outputs o{std::vector<float>(p.size()), std::vector<float>(p.rows()), std::vector<float>(p.size()),
               std::vector<float>(p.shape.heads)};
-    REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK);
+    const KernelOf kernel(p);
     gka_status s = gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data());
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);

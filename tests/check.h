@@ -14,9 +14,20 @@
 
 namespace gka_test {
 
+// The problem's kernel function set (gka_set_kernel) for the scope, the
+// Gaussian again after it: a test's calls never leave another kernel set for
+// the next test in the same process.
+class KernelOf {
+public:
+    explicit KernelOf(const gka_ref::Problem &p);
+    ~KernelOf();
+    KernelOf(const KernelOf &) = delete;
+    KernelOf &operator=(const KernelOf &) = delete;
+};
+
 // Forward then backward (fed the kernel's own y and lse) on the running family,
-// with the problem's kernel function (left set: gka_set_kernel); the forward's
-// variant in *forward_kernel (gka_last_kernel() names the backward's).
+// with the problem's kernel function; the forward's variant in *forward_kernel
+// (gka_last_kernel() names the backward's).
 Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel = nullptr);
 
 // CHECKs every ratio of `r` <= 1, saying what ran (`what`: the family or device) on which problem.

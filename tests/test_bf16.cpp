@@ -32,7 +32,7 @@ Problem in_bf16(Problem p) {
 // The bfloat16 forward, then its backward fed its own y and lse, with the
 // problem's kernel function; outputs widened.
 gka_test::Outputs run_bf16(const Problem &p) {
-    REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK);
+    const gka_test::KernelOf kernel(p);
     const std::vector<gka_bf16> x = to_bf16(p.x), dy = to_bf16(p.dy);
     std::vector<gka_bf16> y(p.size()), dx(p.size());
     gka_test::Outputs o{{}, std::vector<float>(p.rows()), {}, std::vector<float>(p.shape.heads)};

@@ -81,6 +81,7 @@ TEST_CASE("varlen: each packed sequence as its own call, within the contract", "
                 gka_test::for_each_family_and_form([&] {
                     INFO("window (" << w.left << ", " << w.right << "), D=" << D << ", family " << gka_cpu_family()
                                     << ", scores " << gka_score_form());
+                    REQUIRE(gka_set_kernel(kernel) == GKA_OK);  // run_kernels below sets it back
                     const gka_test::Outputs out = run_varlen(p);
                     std::vector<double> dsigma(p.heads, 0.0);
                     for (size_t s = 0; s < p.problems.size(); s++) {

@@ -52,9 +52,9 @@ struct Stream {
     void sync() const { REQUIRE(cu.cuStreamSynchronize(s) == 0); }
 };
 
-// With the problem's kernel function (left set: gka_set_kernel).
+// With the problem's kernel function.
 gka_test::Outputs run_on_device(const gka_ref::Problem &p, const Stream &stream) {
-    REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK);
+    const gka_test::KernelOf kernel(p);
     DeviceArray x(p.x), sigma(p.sigma), dy(p.dy), y(p.size()), lse(p.rows()), dx(p.size()), dsigma(p.shape.heads);
     gka_status s = gka_forward_cuda(p.shape, p.window, x.f(), sigma.f(), y.f(), lse.f(), stream.s);
     INFO(gka_last_error());
@@ -76,7 +76,7 @@ void check_on_device(const gka_ref::Problem &p) {
 void check_bf16_on_device(gka_ref::Problem p) {
     p.x = gka_test::rounded_to_bf16(p.x);
     p.dy = gka_test::rounded_to_bf16(p.dy);
-    REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK);
+    const gka_test::KernelOf kernel(p);
     Stream stream;
     DeviceArray<gka_bf16> x(gka_test::to_bf16(p.x)), dy(gka_test::to_bf16(p.dy)), y(p.size()), dx(p.size());
     DeviceArray<> sigma(p.sigma), lse(p.rows()), dsigma(p.shape.heads);
