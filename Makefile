@@ -97,9 +97,9 @@ fuzz:
 	  -artifact_prefix=$(ASAN_BUILD)/ $(ASAN_BUILD)/fuzz-corpus fuzz/corpus
 
 # GKA's kernels for a Halide target of your own (docs/targets.md), into OUT:
-#   make generate TARGET=arm-64-linux-large_buffers OUT=dir [KNOBS=name:value,...]
+#   make generate TARGET=arm-64-linux-large_buffers OUT=dir [KNOBS=name:value,...] [KERNEL=laplace]
 generate: build
-	@bash scripts/generate.sh $(BUILD)/kernels/gka.generator "$(TARGET)" "$(OUT)" "$(KNOBS)"
+	@bash scripts/generate.sh $(BUILD)/kernels/gka.generator "$(TARGET)" "$(OUT)" "$(KNOBS)" "$(KERNEL)"
 
 # Every family of the table, so that the installed libgka runs on any host
 # of the architecture (a later make test configures the quick set again).
