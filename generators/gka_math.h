@@ -250,9 +250,6 @@ inline Scores kernel_scores(Func keys, Func queries, Func centred, Func sigma, E
     s.score(v.j, v.i, v.h, v.b) = Halide::min(-sq_dist * s.inv_two_var(v.h), 0.0f);
     return s;
 }
-inline Scores kernel_scores(Func features, Func centred, Func sigma, Expr head_dim, ScoreForm form, const Vars &v) {
-    return kernel_scores(features, features, centred, sigma, head_dim, form, v);
-}
 
 // exp(score - offset) of the pair (v.j, v.i, v.h, v.b), for `score` (<= 0: the
 // pair's s_ij, or a pass's copy of it) and an offset >= 0 (the backward's lse_i;

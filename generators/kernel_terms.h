@@ -6,9 +6,9 @@
 //   ds/dsigma: a pair's dS times it is its term of dsigma_h.
 // Every kernel has s(0) = 0 as its largest score: the self pair is each row's
 // maximum, and the forward's one pass without a running maximum holds.
-// Adding a kernel: a name in kernel_function.h, a case here, a case in the
-// double reference (tests/reference.cpp), and its row in the build's list
-// (runtime/CMakeLists.txt).
+// Adding a kernel: a name in kernel_function.h (the build compiles every name
+// listed there), a case here, and a case in each reference (tests/reference.cpp,
+// python/gka_torch/reference.py): docs/kernels.md.
 #pragma once
 
 #include <stdexcept>
