@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The autotuner's table, schedules/tuned.tsv, as everything that reads it reads it.
 
-    tuned_table.py [--families cmake/families.tsv] [--table schedules/tuned.tsv] --resolve OUT
+    tuned_table.py [--families cmake/families.tsv] [--table schedules/tuned.tsv] [--merge TABLE] --resolve OUT
 
 The one reader of the table: it checks each row, gives a family without rows of
 its own the rows of the family it takes its knobs from (cmake/families.tsv,
@@ -103,15 +103,21 @@ def own_rows(table, known_families):
     return rows
 
 
-def read(table=TABLE, families_path=FAMILIES):
+def read(table=TABLE, families_path=FAMILIES, merge=None):
     """The table's rows, checked and parsed, and for each family that takes
     another's knobs (knobs_from) and has no rows of its own, copies of that
-    family's rows (in the table's order, which the build's variants keep)."""
+    family's rows (in the table's order, which the build's variants keep).
+    merge: a second table in the same format (schedules/cuda_candidates.tsv)
+    whose rows take the place of the first's of the same shape class."""
     knobs_from = {f["family"]: f["knobs_from"] for f in families(families_path)}
     for taker, giver in knobs_from.items():
         if giver != "-" and giver not in knobs_from:
             raise TableError(f"{shown(families_path)}: {taker} takes its knobs from {giver}, which is no family")
     rows = own_rows(table, knobs_from)
+    if merge:
+        merged = own_rows(merge, knobs_from)
+        replaced = {class_key(r) for r in merged}
+        rows = [r for r in rows if class_key(r) not in replaced] + merged
     tuned = {r.family for r in rows}
     return rows + [r._replace(family=taker) for taker, giver in knobs_from.items() if taker not in tuned
                    for r in rows if r.family == giver]
@@ -144,10 +150,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--families", default=FAMILIES)
     ap.add_argument("--table", default=TABLE)
+    ap.add_argument("--merge", metavar="TABLE", help="rows that replace the table's of their shape classes")
     ap.add_argument("--resolve", metavar="OUT", required=True, help="where to write the resolved table")
     args = ap.parse_args()
     try:
-        write_resolved(read(args.table, args.families), args.resolve)
+        write_resolved(read(args.table, args.families, args.merge), args.resolve)
     except TableError as e:
         sys.exit(str(e))
 

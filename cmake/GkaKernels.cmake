@@ -125,9 +125,18 @@ set(GKA_TUNED_RESOLVED ${PROJECT_BINARY_DIR}/tuned_resolved.tsv)
 set(GKA_EVERY_SHAPE "any|1|0")  # window|min_seq_len|max_seq_len, max 0: no bound
 set(tuned_table ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv)
 set(tuned_table_reader ${CMAKE_CURRENT_LIST_DIR}/../autotune/tuned_table.py)
+# GKA_TUNED_MERGE: a table whose rows replace tuned.tsv's of their shape
+# classes: schedules/cuda_candidates.tsv, for the build that tries schedules
+# not yet measured on a GPU (make gpu-candidates).
+set(GKA_TUNED_MERGE "" CACHE FILEPATH "A table of rows that replace schedules/tuned.tsv's (schedules/cuda_candidates.tsv)")
+set(merge_args "")
+if (GKA_TUNED_MERGE)
+    set(merge_args --merge ${GKA_TUNED_MERGE})
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${GKA_TUNED_MERGE})
+endif ()
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${tuned_table} ${tuned_table_reader})
 execute_process(COMMAND ${Python3_EXECUTABLE} ${tuned_table_reader} --families ${CMAKE_CURRENT_LIST_DIR}/families.tsv
-                        --table ${tuned_table} --resolve ${GKA_TUNED_RESOLVED}
+                        --table ${tuned_table} ${merge_args} --resolve ${GKA_TUNED_RESOLVED}
                 RESULT_VARIABLE failed ERROR_VARIABLE why)
 if (failed)
     message(FATAL_ERROR "${why}")

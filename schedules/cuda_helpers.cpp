@@ -88,9 +88,9 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
         // stays within the 48 KiB a kernel has without opting in; any others
         // are read from global memory, a row a lane (32 cache lines a load),
         // every pair.
-        constexpr int held_register_budget = 192, shared_budget = 48 * 1024;
+        constexpr int shared_budget = 48 * 1024;
         const int row_bytes = constant_d * 4;
-        int registers_left = held_register_budget / constant_d - 1;
+        int registers_left = s.held_register_budget / constant_d - 1;
         int shared_left = shared_budget - int(staged.size()) * block_size * row_bytes;
         for (Func rows : s.own_rows) {
             const std::vector<Var> a = rows.args();  // (d, h, t, b)

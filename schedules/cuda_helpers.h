@@ -46,6 +46,10 @@ struct BandSum {
     Halide::RVar block, in_block;
     int own_token;  // which argument of a pair term (j, i, h, b) is the band's token: 1 (i) or 0 (j)
     std::vector<Halide::Func> own_rows = {};
+    // A lane's registers for its accumulators and held own rows; the rest hold
+    // the pair's terms (more of them for kernels whose terms take a square root
+    // or a division: backward_cuda.cpp).
+    int held_register_budget = 192;
 };
 struct PairLevel {
     Halide::LoopLevel at;

@@ -18,8 +18,7 @@
 // On an NVIDIA H200 (tests/gpu/check.sh; docs/performance.md, "NVIDIA H200"):
 // 4-10 TFLOP/s by docs/spec.md's accounting. ptxas (sm_80,
 // scripts/cuda_ptxas_report.py): D=64 211 registers, D=128 213, no spills.
-// Next: several warps a block sharing the staged tiles, and a register tile
-// of several queries a lane, so that each key read feeds more than one query.
+// forward_cuda_tiled.cpp holds several queries a lane (register tiles).
 #include "cuda_helpers.h"
 #include "schedule_helpers.h"
 #include "schedules.h"
@@ -28,23 +27,30 @@ namespace gka {
 
 using namespace Halide;
 
-// band: queries a block, one a lane: one warp. key_tile: keys a block of the
-// window, staged in shared memory. output_tokens: tokens a block of the
-// element-wise kernels that write y and lse.
+// band: queries a block. key_tile: keys a block of the window, staged in
+// shared memory. output_tokens: tokens a block of the element-wise kernels
+// that write y and lse. register_tiles: 0, this file's schedule; 1, that of
+// forward_cuda_tiled.cpp (constant head dims; else this one), whose lanes
+// take query_rows queries (band = 32 x query_rows) and key_cols keys at once.
 const std::vector<Knob<CudaForwardKnobs>> &CudaForwardKnobs::fields() {
     using K = CudaForwardKnobs;
     static const std::vector<Knob<K>> fields = {
-        {"band", &K::band, {}}, {"key_tile", &K::key_tile, {}}, {"output_tokens", &K::output_tokens, {}}};
+        {"band", &K::band, {}},           {"key_tile", &K::key_tile, {}}, {"output_tokens", &K::output_tokens, {}},
+        {"register_tiles", &K::register_tiles, {}, nullptr, 0},
+        {"query_rows", &K::query_rows, {}},
+        {"key_cols", &K::key_cols, {}}};
     return fields;
 }
 
 CudaForwardKnobs cuda_forward_knobs() {
     CudaForwardKnobs k{};
     k.band = 32, k.key_tile = 32, k.output_tokens = 8;
+    k.register_tiles = 0, k.query_rows = 1, k.key_cols = 4;
     return k;
 }
 
 void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k) {
+    if (k.register_tiles && constant_head_dim(p.head_dim) > 0) return schedule_forward_cuda_tiled(p, k);
     cuda::require_warp_band(k.band, p.head_dim);
     const Vars &v = p.v;
     cuda::schedule_centre_and_spread(p.centre, p.spread, v);

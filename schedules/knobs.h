@@ -35,6 +35,7 @@ struct Knob {
     // Set where 0 is a value, meaning "all of" the knob named here (a tile's
     // extent divides by the others); every other knob is at least 1.
     const char *zero_means_all_of = nullptr;
+    int least = 1;  // the smallest value (0 where zero_means_all_of is set)
 };
 
 // The knobs' fields by name, so that every listing is in one order.
@@ -66,7 +67,8 @@ K with_overrides(K k, const std::string &spec) {
         if (colon == std::string::npos || it == by_name.end()) {
             throw std::invalid_argument("gka schedule: bad knob override '" + item + "' (knobs: " + knob_string(k) + ")");
         }
-        const int value = std::stoi(item.substr(colon + 1)), least = it->second->zero_means_all_of ? 0 : 1;
+        const int value = std::stoi(item.substr(colon + 1));
+        const int least = it->second->zero_means_all_of ? 0 : it->second->least;
         if (value < least) {
             throw std::invalid_argument("gka schedule: knob '" + item + "' out of range (at least " +
                                         std::to_string(least) + ")");

@@ -23,7 +23,7 @@ struct CpuForwardKnobs {  // forward_cpu.cpp
     static const std::vector<Knob<CpuForwardKnobs>> &fields();
 };
 struct CudaForwardKnobs {  // forward_cuda.cpp
-    int band, key_tile, output_tokens;
+    int band, key_tile, output_tokens, register_tiles, query_rows, key_cols;
     static const std::vector<Knob<CudaForwardKnobs>> &fields();
 };
 struct CpuBackwardKnobs {  // backward_cpu.cpp
@@ -52,6 +52,7 @@ CudaDecodeKnobs cuda_decode_knobs();
 
 void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k);
 void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k);
+void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k);  // forward_cuda_tiled.cpp
 void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k);
 void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k);
 void schedule_decode_cpu(DecodePipeline &p, const CpuDecodeKnobs &k);

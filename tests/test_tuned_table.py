@@ -92,6 +92,18 @@ class Tables(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("tuned.tsv:7: window must be", r.stderr)
 
+    def test_a_merged_table_replaces_its_classes_rows(self):
+        merge = self.write("candidates.tsv", "# candidates\nbig\tgka_forward\t64\tany\tany\tband:64\t-\tnot run\n"
+                                             "small\tgka_forward\t128\tany\tany\tband:32\t-\tnot run\n")
+        rows = tuned_table.read(self.table, self.families, merge)
+        big = [r for r in rows if r.family == "big" and r.kernel == "gka_forward" and r.head_dim == 64]
+        self.assertEqual([r.knobs for r in big], ["band:64"])  # replaced, not added beside
+        self.assertIn(Row("small", "gka_forward", 128, "any", 1, 0, "band:32"), rows)
+        self.assertIn(Row("big", "gka_forward", 0, "global", 1, 2048, ""), rows)  # the others kept
+        self.write("candidates.tsv", "big\tgka_forward\t64\tdiagonal\tany\tk:1\n")
+        with self.assertRaisesRegex(TableError, "candidates.tsv:1: window must be"):
+            tuned_table.read(self.table, self.families, merge)
+
     def test_the_tuner_replaces_its_class_row(self):
         store = lambda key, rest: tuned_table.store(key, rest, self.table, self.families)  # noqa: E731
         store(["big", "gka_forward", "64", "any", "any"], ["band:48", "1.3", "T=4096"])
