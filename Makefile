@@ -12,7 +12,7 @@ FAMILIES ?= quick
 CMAKE   := $(VENV)/bin/cmake
 CTEST   := $(VENV)/bin/ctest
 
-.PHONY: all setup configure build demo test test-asan test-tsan test-aarch64 fuzz generate install bench bench-full compare \
+.PHONY: all setup configure build demo test test-asan test-tsan test-aarch64 fuzz generate gpu-builds install bench bench-full compare \
         compare-vision autotune autotune-report clean
 
 all: build
@@ -100,6 +100,20 @@ fuzz:
 #   make generate TARGET=arm-64-linux-large_buffers OUT=dir [KNOBS=name:value,...] [KERNEL=laplace]
 generate: build
 	@bash scripts/generate.sh $(BUILD)/kernels/gka.generator "$(TARGET)" "$(OUT)" "$(KNOBS)" "$(KERNEL)"
+
+# The two builds tests/gpu/check.sh runs on a GPU machine (docs/cuda.md): the
+# fallback CPU family and CUDA (GKA_FAMILY_SET gpu), with schedules/tuned.tsv's
+# knobs in build-gpu, and with schedules/cuda_candidates.tsv's rows in their
+# place in build-gpu-candidates. Of each, the GPU run needs runtime/libgka.so*,
+# tests/gka_cuda_tests and tests/gka_bench_cuda.
+GPU_BUILD := build-gpu
+GPU_CANDIDATES_BUILD := build-gpu-candidates
+GPU_TARGETS := gka gka_cuda_tests gka_bench_cuda
+gpu-builds: setup
+	$(call configure,$(GPU_BUILD),gpu)
+	@$(CMAKE) --build $(GPU_BUILD) --target $(GPU_TARGETS)
+	$(call configure,$(GPU_CANDIDATES_BUILD),gpu,-DGKA_TUNED_MERGE=$(CURDIR)/schedules/cuda_candidates.tsv)
+	@$(CMAKE) --build $(GPU_CANDIDATES_BUILD) --target $(GPU_TARGETS)
 
 # Every family of the table, so that the installed libgka runs on any host
 # of the architecture (a later make test configures the quick set again).

@@ -51,11 +51,13 @@ endforeach ()
 #   CUDA (the sanitizer builds: their kernels serve this machine's tests alone);
 # - quick: this machine's best CPU family and the table's last CPU row, the
 #   fallback that every host of the architecture runs, without CUDA (make demo
-#   and make test: a first build in minutes).
-set(GKA_FAMILY_SET all CACHE STRING "Families to compile: all, host (the CPU families this machine runs) or quick (its best and the fallback)")
-set_property(CACHE GKA_FAMILY_SET PROPERTY STRINGS all host quick)
-if (NOT GKA_FAMILY_SET MATCHES "^(all|host|quick)$")
-    message(FATAL_ERROR "GKA_FAMILY_SET must be all, host or quick, not '${GKA_FAMILY_SET}'")
+#   and make test: a first build in minutes);
+# - gpu: the fallback CPU family and CUDA (the builds make gpu-builds prepares
+#   for tests/gpu/check.sh on a GPU machine: small enough to carry there).
+set(GKA_FAMILY_SET all CACHE STRING "Families to compile: all, host (the CPU families this machine runs), quick (its best and the fallback) or gpu (the fallback and CUDA)")
+set_property(CACHE GKA_FAMILY_SET PROPERTY STRINGS all host quick gpu)
+if (NOT GKA_FAMILY_SET MATCHES "^(all|host|quick|gpu)$")
+    message(FATAL_ERROR "GKA_FAMILY_SET must be all, host, quick or gpu, not '${GKA_FAMILY_SET}'")
 elseif (NOT GKA_FAMILY_SET STREQUAL "all")
     file(STRINGS /proc/cpuinfo flag_lines REGEX "^(flags|Features)" LIMIT_COUNT 1)
     string(REGEX REPLACE "^(flags|Features)[ \t]*:[ ]*" "" host_flags "${flag_lines}")
@@ -73,11 +75,13 @@ elseif (NOT GKA_FAMILY_SET STREQUAL "all")
             list(APPEND host_families ${family})
         endif ()
     endforeach ()
+    list(GET GKA_FAMILIES -1 fallback)
     if (GKA_FAMILY_SET STREQUAL "quick")
-        list(GET GKA_FAMILIES -1 fallback)
         list(SUBLIST host_families 0 1 host_families)
         list(APPEND host_families ${fallback})
         list(REMOVE_DUPLICATES host_families)
+    elseif (GKA_FAMILY_SET STREQUAL "gpu")
+        set(host_families ${fallback})
     endif ()
     if (GKA_FAMILY_SET STREQUAL "quick")
         set(GKA_CUDA_FAMILIES "")

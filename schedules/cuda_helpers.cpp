@@ -60,12 +60,12 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
         // registers), so that the tile loop can sit between the block and its
         // lanes; the tile lives in shared memory.
         const LoopLevel block(sum_out, v.band);
-        sum_out.gpu_lanes(v.offset);
-        stats_out.gpu_lanes(v.offset);
-        s.sum.compute_at(block).gpu_lanes(v.offset);
-        s.stats.compute_at(block).gpu_lanes(v.offset);
-        sum.reorder(v.d, v.offset, s.in_block, s.block).gpu_lanes(v.offset);
-        stats.reorder(v.offset, s.in_block, s.block).gpu_lanes(v.offset);
+        over_lanes(sum_out, v.offset, s.lanes);
+        over_lanes(stats_out, v.offset, s.lanes);
+        over_lanes(s.sum.compute_at(block), v.offset, s.lanes);
+        over_lanes(s.stats.compute_at(block), v.offset, s.lanes);
+        over_lanes(sum.reorder(v.d, v.offset, s.in_block, s.block), v.offset, s.lanes);
+        over_lanes(stats.reorder(v.offset, s.in_block, s.block), v.offset, s.lanes);
         stats.compute_with(sum, s.in_block);
         for (Func rows : staged) {
             const std::vector<Var> a = rows.args();  // (d, h, t, b)
@@ -76,8 +76,8 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
                 .bound_extent(a[2], block_size)
                 .reorder(a[0], a[2], a[1], a[3])
                 .fuse(a[0], a[2], dt)
-                .split(dt, dto, dti, 32, TailStrategy::GuardWithIf)  // the warp reads 32 consecutive floats
-                .gpu_lanes(dti);
+                .split(dt, dto, dti, 32, TailStrategy::GuardWithIf);  // the warp reads 32 consecutive floats
+            over_lanes(rows, dti, s.lanes);
         }
         // A lane's registers for its accumulators and held rows, D each, of
         // the 255 a thread may have: the rest holds the pair's terms, the
@@ -103,9 +103,10 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
             } else {
                 continue;
             }
-            rows.bound_extent(a[0], constant_d).bound_extent(a[2], 32).reorder(a[0], a[2], a[1], a[3]).gpu_lanes(a[2]);
+            rows.bound_extent(a[0], constant_d).bound_extent(a[2], 32).reorder(a[0], a[2], a[1], a[3]);
+            over_lanes(rows, a[2], s.lanes);
         }
-        pairs = {LoopLevel(s.sum, s.in_block), 32, s.own_token};
+        pairs = {LoopLevel(s.sum, s.in_block), 32, s.own_token, s.lanes};
     } else {
         const LoopLevel thread(sum_out, v.offset);
         s.sum.compute_at(thread);
@@ -142,8 +143,10 @@ void schedule_pair_term(Func f, const PairLevel &at, std::pair<Var, int> extra) 
     const Var own = a[at.own_token], other = a[1 - at.own_token];
     for (const Var &x : a) f.bound_extent(x, x.same_as(own) && at.lanes ? at.lanes : 1);
     if (at.lanes) {
-        f.reorder_storage(own, other).gpu_lanes(own);  // a lane's slot: its token
-        for (int u = 0; u < f.num_update_definitions(); u++) f.update(u).reorder(own, other).gpu_lanes(own);
+        over_lanes(f.reorder_storage(own, other), own, at.lane_loops);  // a lane's slot: its token
+        for (int u = 0; u < f.num_update_definitions(); u++) {
+            over_lanes(f.update(u).reorder(own, other), own, at.lane_loops);
+        }
     }
 }
 

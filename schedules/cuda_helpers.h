@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../generators/gka_math.h"
+#include "knobs.h"
 
 namespace gka::cuda {
 
@@ -19,6 +20,13 @@ void schedule_centre_and_spread(Centre c, Halide::Func spread, const Vars &v);
 
 // |x_t|^2: one thread per token, the head dim unrolled when it is constant.
 void schedule_sqnorm(Scores &s, const Vars &v, const Halide::Expr &head_dim);
+
+// Loops over a warp's lanes: gpu_lanes, or threads where the target's GPU API
+// has no lanes (knobs.h, LaneLoops).
+template<typename FuncOrStage>  // handles: a copy schedules the same Func
+void over_lanes(FuncOrStage f, const Halide::VarOrRVar &v, LaneLoops lanes) {
+    lanes == LaneLoops::warp ? f.gpu_lanes(v) : f.gpu_threads(v);
+}
 
 // The shared-memory schedule of schedule_band_sum runs a band as one warp: with
 // a constant head dim, `band` must be 32.
@@ -50,11 +58,13 @@ struct BandSum {
     // the pair's terms (more of them for kernels whose terms take a square root
     // or a division: backward_cuda.cpp).
     int held_register_budget = 192;
+    LaneLoops lanes = LaneLoops::warp;
 };
 struct PairLevel {
     Halide::LoopLevel at;
     int lanes;      // 0: one pair a thread; else the pairs of `lanes` band tokens, one a lane
     int own_token;  // BandSum::own_token
+    LaneLoops lane_loops = LaneLoops::warp;
 };
 PairLevel schedule_band_sum(BandSum s, const Vars &v, const Halide::Expr &head_dim, int block_size,
                             const std::vector<Halide::Func> &staged);

@@ -65,8 +65,8 @@ void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k) {
             ? std::vector<Func>{p.values.in({p.scores.key_features, p.weighted_sum})}
             : std::vector<Func>{p.centred.in(p.scores.key_features), p.values.in(p.weighted_sum)};
     const cuda::PairLevel pairs = cuda::schedule_band_sum(
-        {p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1, {p.scores.query_features}}, v, p.head_dim, k.key_tile,
-        key_rows);
+        {p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1, {p.scores.query_features}, 192, k.lanes}, v, p.head_dim,
+        k.key_tile, key_rows);
     cuda::schedule_pair_term(p.weight, pairs);
     cuda::schedule_pair_dot(dot, pairs);
 

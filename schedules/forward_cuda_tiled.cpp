@@ -45,7 +45,7 @@ namespace {
 
 // Rows (d, h, t, b) of `tokens` tokens staged in shared memory at `at` by
 // the block's warp, four head-dim elements (one vector) a lane.
-void stage_rows(Func rows, LoopLevel at, int head_dim, int tokens) {
+void stage_rows(Func rows, LoopLevel at, int head_dim, int tokens, LaneLoops lanes) {
     const std::vector<Var> a = rows.args();
     Var dt("dt"), lane("lane"), quad("quad");
     rows.compute_at(at)
@@ -56,8 +56,8 @@ void stage_rows(Func rows, LoopLevel at, int head_dim, int tokens) {
         .reorder(quad, a[0], a[2], a[1], a[3])
         .fuse(a[0], a[2], dt)
         .split(dt, dt, lane, 32, TailStrategy::GuardWithIf)
-        .gpu_lanes(lane)
         .vectorize(quad);
+    cuda::over_lanes(rows, lane, lanes);
 }
 
 }  // namespace
@@ -86,15 +86,15 @@ void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k) 
         .split(v.offset, lane, row, k.query_rows)
         .reorder(v.d, row, lane, v.band, v.h, v.b)
         .gpu_blocks(v.band, v.h, v.b)
-        .gpu_lanes(lane)
         .unroll(v.d)
         .unroll(row);
     stats_out.compute_root()
         .split(v.offset, lane, row, k.query_rows)
         .reorder(row, lane, v.band, v.h, v.b)
         .gpu_blocks(v.band, v.h, v.b)
-        .gpu_lanes(lane)
         .unroll(row);
+    cuda::over_lanes(sum_out, lane, k.lanes);
+    cuda::over_lanes(stats_out, lane, k.lanes);
     stats_out.compute_with(sum_out, lane);
     const LoopLevel block(sum_out, v.band);
 
@@ -106,8 +106,10 @@ void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k) 
     sum.bound_extent(v.d, head_dim).bound_extent(v.offset, k.band);
     stats.bound_extent(v.offset, k.band);
     for (Func f : {sum, stats}) {
-        f.compute_at(block).store_in(MemoryType::Register).split(v.offset, lane, row, k.query_rows).gpu_lanes(lane).unroll(row);
-        f.update().split(v.offset, lane, row, k.query_rows).gpu_lanes(lane).unroll(row);
+        f.compute_at(block).store_in(MemoryType::Register).split(v.offset, lane, row, k.query_rows).unroll(row);
+        f.update().split(v.offset, lane, row, k.query_rows).unroll(row);
+        cuda::over_lanes(f, lane, k.lanes);
+        cuda::over_lanes(f.update(), lane, k.lanes);
     }
     sum.unroll(v.d).reorder(v.d, row, lane);
     sum.update().reorder(v.d, row, in_tile, lane, tile).unroll(v.d).vectorize(v.d, 4);
@@ -117,8 +119,8 @@ void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k) 
     // The band's queries, once; each tile's keys (their features and values:
     // one tile in the direct form).
     const LoopLevel each_tile(sum, tile);
-    stage_rows(p.scores.query_features.in(dot.terms), block, head_dim, k.band);
-    stage_rows(p.values.in({p.scores.key_features, sum}), each_tile, head_dim, k.key_tile);
+    stage_rows(p.scores.query_features.in(dot.terms), block, head_dim, k.band, k.lanes);
+    stage_rows(p.values.in({p.scores.key_features, sum}), each_tile, head_dim, k.key_tile, k.lanes);
 
     // The weight tile, queries innermost (what a lane of the sum reads: its
     // query_rows queries of one key, one vector), a lane's queries x key_cols
@@ -132,9 +134,9 @@ void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k) 
         .split(v.j, jo, ji, k.key_cols)
         .split(v.i, io, ii, k.query_rows)
         .reorder(ii, ji, io, jo)
-        .gpu_lanes(io)
         .unroll(ji)
         .vectorize(ii);
+    cuda::over_lanes(p.weight, io, k.lanes);
     // Each pair's dot product as four partial sums over the head dim (one
     // float4 load of each row a step), for key_cols keys x query_rows queries.
     for (Func f : {dot.sum, dot.terms}) {
@@ -143,8 +145,9 @@ void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k) 
     }
     dot.sum.reorder(v.i, v.j).unroll(v.i).unroll(v.j);
     dot.sum.update().reorder(dot.inner, v.i, v.j).unroll(dot.inner).unroll(v.i).unroll(v.j);
-    dot.terms.bound_extent(dot.chain, dot.chains).reorder(dot.chain, v.i, v.j).vectorize(dot.chain).unroll(v.i).unroll(
-        v.j);
+    // (Zeroed by scalar stores: unrolled vector ones would merge into one
+    // store wider than OpenCL's vectors.)
+    dot.terms.bound_extent(dot.chain, dot.chains).reorder(dot.chain, v.i, v.j).unroll(dot.chain).unroll(v.i).unroll(v.j);
     dot.terms.update().reorder(dot.chain, v.i, v.j, dot.outer).vectorize(dot.chain).unroll(v.i).unroll(v.j);
 
     cuda::schedule_token_output(p.y, v, k.output_tokens);

@@ -18,6 +18,12 @@ namespace gka {
 
 enum class Family { Generic, Avx2, Avx512, Neon, Cuda };
 
+// What a CUDA schedule's lane loops are on its target: a warp's lanes
+// (gpu_lanes), or threads where the GPU API has no lanes (OpenCL: the CUDA
+// schedules run on a CPU through PoCL, tests/opencl_schedules.cpp). Set from
+// the target, not a knob.
+enum class LaneLoops { warp, threads };
+
 inline Family family_of(const Halide::Target &t) {
     if (t.has_gpu_feature()) return Family::Cuda;
     if (t.arch == Halide::Target::ARM && t.bits == 64) return Family::Neon;  // AArch64: 32 vector registers

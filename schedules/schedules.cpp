@@ -18,12 +18,24 @@ std::string search_space_of(const Variant &knobs) {
     return std::visit([](const auto &k) { return search_space_json<std::decay_t<decltype(k)>>(); }, knobs);
 }
 
+template<typename K, typename = void>
+struct has_lane_loops : std::false_type {};
+template<typename K>
+struct has_lane_loops<K, std::void_t<decltype(K::lanes)>> : std::true_type {};
+
 // A schedule's knobs for the target: its CUDA defaults, or its CPU family's,
-// with the overrides ("name:value,...") applied.
+// with the overrides ("name:value,...") applied; a GPU schedule's lane loops
+// by the target's GPU API, where it has them.
 template<typename Variant, typename Cuda, typename Cpu>
 Variant knobs_for(const Target &target, const std::string &overrides, Cuda cuda_defaults, Cpu cpu_defaults) {
     const Family family = family_of(target);
-    if (family == Family::Cuda) return with_overrides(cuda_defaults(), overrides);
+    if (family == Family::Cuda) {
+        auto k = with_overrides(cuda_defaults(), overrides);
+        if constexpr (has_lane_loops<decltype(k)>::value) {
+            k.lanes = target.has_feature(Target::CUDA) ? LaneLoops::warp : LaneLoops::threads;
+        }
+        return k;
+    }
     return with_overrides(cpu_defaults(family), overrides);
 }
 

@@ -24,6 +24,7 @@ struct CpuForwardKnobs {  // forward_cpu.cpp
 };
 struct CudaForwardKnobs {  // forward_cuda.cpp
     int band, key_tile, output_tokens, register_tiles, query_rows, key_cols;
+    LaneLoops lanes;
     static const std::vector<Knob<CudaForwardKnobs>> &fields();
 };
 struct CpuBackwardKnobs {  // backward_cpu.cpp
@@ -32,6 +33,7 @@ struct CpuBackwardKnobs {  // backward_cpu.cpp
 };
 struct CudaBackwardKnobs {  // backward_cuda.cpp
     int band, key_block, query_block, output_tokens;
+    LaneLoops lanes;
     static const std::vector<Knob<CudaBackwardKnobs>> &fields();
 };
 struct CpuDecodeKnobs {  // decode_cpu.cpp

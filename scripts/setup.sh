@@ -4,9 +4,10 @@
 # Idempotent: a second run only checks and takes a second or two.
 # Optional parts, named as arguments: `sanitizers` (clang with its sanitizer
 # and libFuzzer runtimes, for make test-asan, test-tsan and fuzz), `aarch64`
-# (the cross toolchain and qemu-user, for the AArch64 test) and `torch`
-# (PyTorch and scikit-learn from PyPI into .venv, for the PyTorch tests and
-# examples/vision; about 5 GB).
+# (the cross toolchain and qemu-user, for the AArch64 test), `opencl` (PoCL,
+# an OpenCL implementation on the CPU, on which gka.opencl_schedules runs the
+# CUDA schedules' logic) and `torch` (PyTorch and scikit-learn from PyPI into
+# .venv, for the PyTorch tests and examples/vision; about 5 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
@@ -16,8 +17,9 @@ for part in "$@"; do
   case "$part" in
     sanitizers) apt_packages+=(clang libclang-rt-dev) ;;
     aarch64) apt_packages+=(g++-aarch64-linux-gnu qemu-user-static) ;;
+    opencl) apt_packages+=(pocl-opencl-icd ocl-icd-libopencl1) ;;
     torch) ;;
-    *) echo "setup: unknown part '$part' (sanitizers, aarch64, torch)" >&2; exit 2 ;;
+    *) echo "setup: unknown part '$part' (sanitizers, aarch64, opencl, torch)" >&2; exit 2 ;;
   esac
 done
 missing=()
