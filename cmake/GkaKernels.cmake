@@ -131,7 +131,7 @@ set(tuned_table ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv)
 set(tuned_table_reader ${CMAKE_CURRENT_LIST_DIR}/../autotune/tuned_table.py)
 # GKA_TUNED_MERGE: a table whose rows replace tuned.tsv's of their shape
 # classes: schedules/cuda_candidates.tsv, for the build that tries schedules
-# not yet measured on a GPU (make gpu-candidates).
+# not yet measured on a GPU (make gpu-builds).
 set(GKA_TUNED_MERGE "" CACHE FILEPATH "A table of rows that replace schedules/tuned.tsv's (schedules/cuda_candidates.tsv)")
 set(merge_args "")
 if (GKA_TUNED_MERGE)

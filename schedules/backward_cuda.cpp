@@ -75,10 +75,10 @@ void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k) {
     // registers: one own row fewer held at D=64 (ptxas: the Laplace's chunk
     // query pass spilled 8 bytes with two).
     const int held_register_budget = p.by_query.scores.function == KernelFunction::gaussian ? 192 : 128;
-    const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.y,           p.keys.x,
-                                 1,           own_query_rows, held_register_budget, k.lanes};
+    const cuda::BandSum by_query{p.query_sum,    p.query_stats, p.keys.y, p.keys.x, 1,
+                                 own_query_rows, k.lanes,       held_register_budget};
     const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.y, p.queries.x, 0, {p.by_key.scores.key_features},
-                               192,       k.lanes};
+                               k.lanes};
     for (auto [sum, terms, rows, block, dots] :
          {std::tuple{by_query, &p.by_query, key_rows, k.key_block, std::pair{query_dot, query_dprob}},
           std::tuple{by_key, &p.by_key, query_rows, k.query_block, std::pair{key_dot, key_dprob}}}) {

@@ -25,7 +25,11 @@ void schedule_sqnorm(Scores &s, const Vars &v, const Halide::Expr &head_dim);
 // has no lanes (knobs.h, LaneLoops).
 template<typename FuncOrStage>  // handles: a copy schedules the same Func
 void over_lanes(FuncOrStage f, const Halide::VarOrRVar &v, LaneLoops lanes) {
-    lanes == LaneLoops::warp ? f.gpu_lanes(v) : f.gpu_threads(v);
+    if (lanes == LaneLoops::warp) {
+        f.gpu_lanes(v);
+    } else {
+        f.gpu_threads(v);
+    }
 }
 
 // The shared-memory schedule of schedule_band_sum runs a band as one warp: with
@@ -54,11 +58,11 @@ struct BandSum {
     Halide::RVar block, in_block;
     int own_token;  // which argument of a pair term (j, i, h, b) is the band's token: 1 (i) or 0 (j)
     std::vector<Halide::Func> own_rows = {};
+    LaneLoops lanes = LaneLoops::warp;
     // A lane's registers for its accumulators and held own rows; the rest hold
     // the pair's terms (more of them for kernels whose terms take a square root
     // or a division: backward_cuda.cpp).
     int held_register_budget = 192;
-    LaneLoops lanes = LaneLoops::warp;
 };
 struct PairLevel {
     Halide::LoopLevel at;

@@ -49,13 +49,12 @@ CudaForwardKnobs cuda_forward_knobs() {
     return k;
 }
 
-void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k) {
-    if (k.register_tiles && constant_head_dim(p.head_dim) > 0) return schedule_forward_cuda_tiled(p, k);
+namespace {
+
+// The band sums, one query a lane (this file's header).
+void schedule_band_sums(ForwardPipeline &p, const CudaForwardKnobs &k) {
     cuda::require_warp_band(k.band, p.head_dim);
     const Vars &v = p.v;
-    cuda::schedule_centre_and_spread(p.centre, p.spread, v);
-    cuda::schedule_sqnorm(p.scores, v, p.head_dim);
-
     // The keys' rows, read by the score (as keys: centred in the centred form)
     // and by the sum (as values).
     const cuda::PairDot dot = cuda::split_pair_dot(p.scores.dot, p.scores.rd, p.head_dim);
@@ -65,11 +64,23 @@ void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k) {
             ? std::vector<Func>{p.values.in({p.scores.key_features, p.weighted_sum})}
             : std::vector<Func>{p.centred.in(p.scores.key_features), p.values.in(p.weighted_sum)};
     const cuda::PairLevel pairs = cuda::schedule_band_sum(
-        {p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1, {p.scores.query_features}, 192, k.lanes}, v, p.head_dim,
+        {p.weighted_sum, p.row_sum, p.keys.y, p.keys.x, 1, {p.scores.query_features}, k.lanes}, v, p.head_dim,
         k.key_tile, key_rows);
     cuda::schedule_pair_term(p.weight, pairs);
     cuda::schedule_pair_dot(dot, pairs);
+}
 
+}  // namespace
+
+void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k) {
+    const Vars &v = p.v;
+    cuda::schedule_centre_and_spread(p.centre, p.spread, v);
+    cuda::schedule_sqnorm(p.scores, v, p.head_dim);
+    if (k.register_tiles && constant_head_dim(p.head_dim) > 0) {
+        schedule_forward_cuda_tiles(p, k);
+    } else {
+        schedule_band_sums(p, k);
+    }
     cuda::schedule_token_output(p.y, v, k.output_tokens);
     Var to("to"), ti("ti");
     p.lse.gpu_tile(v.t, to, ti, 128, TailStrategy::GuardWithIf).gpu_blocks(to, v.h, v.b);

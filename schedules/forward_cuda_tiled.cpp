@@ -1,7 +1,8 @@
-// CUDA schedule of the GKA forward with register tiles (forward_cuda.cpp's
-// knob register_tiles:1): each lane holds query_rows queries, so that each
-// row read from shared memory feeds several queries' FMAs, and the pairs'
-// weights go through shared memory between two register-tiled phases.
+// The band sums of the GKA forward's CUDA schedule with register tiles
+// (forward_cuda.cpp's knob register_tiles:1): each lane holds query_rows
+// queries, so that each row read from shared memory feeds several queries'
+// FMAs, and the pairs' weights go through shared memory between two
+// register-tiled phases.
 //
 // One block per (band of 32 x query_rows queries, head, batch): one warp.
 // The band's query rows are staged in shared memory once; its key window is
@@ -62,7 +63,7 @@ void stage_rows(Func rows, LoopLevel at, int head_dim, int tokens, LaneLoops lan
 
 }  // namespace
 
-void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k) {
+void schedule_forward_cuda_tiles(ForwardPipeline &p, const CudaForwardKnobs &k) {
     const int head_dim = constant_head_dim(p.head_dim);
     if (head_dim <= 0 || head_dim % 4 || p.form != ScoreForm::direct || p.bf16_products) {
         throw std::invalid_argument("gka CUDA schedule: register tiles take a constant head dim, "
@@ -73,8 +74,6 @@ void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k) 
                                     "that divides by key_cols");
     }
     const Vars &v = p.v;
-    cuda::schedule_centre_and_spread(p.centre, p.spread, v);
-    cuda::schedule_sqnorm(p.scores, v, p.head_dim);
     // The dot products split first: the rows' wrappers are made for the Func
     // that reads them (PairDot::terms).
     cuda::PairDot dot = cuda::split_pair_dot(p.scores.dot, p.scores.rd, p.head_dim);
@@ -149,10 +148,6 @@ void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k) 
     // store wider than OpenCL's vectors.)
     dot.terms.bound_extent(dot.chain, dot.chains).reorder(dot.chain, v.i, v.j).unroll(dot.chain).unroll(v.i).unroll(v.j);
     dot.terms.update().reorder(dot.chain, v.i, v.j, dot.outer).vectorize(dot.chain).unroll(v.i).unroll(v.j);
-
-    cuda::schedule_token_output(p.y, v, k.output_tokens);
-    Var to("to"), ti("ti");
-    p.lse.gpu_tile(v.t, to, ti, 128, TailStrategy::GuardWithIf).gpu_blocks(to, v.h, v.b);
 }
 
 }  // namespace gka

@@ -54,7 +54,8 @@ CudaDecodeKnobs cuda_decode_knobs();
 
 void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k);
 void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k);
-void schedule_forward_cuda_tiled(ForwardPipeline &p, const CudaForwardKnobs &k);  // forward_cuda_tiled.cpp
+// The band sums with register tiles (forward_cuda_tiled.cpp), within schedule_forward_cuda.
+void schedule_forward_cuda_tiles(ForwardPipeline &p, const CudaForwardKnobs &k);
 void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k);
 void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k);
 void schedule_decode_cpu(DecodePipeline &p, const CpuDecodeKnobs &k);

@@ -63,15 +63,16 @@ bool skipped_without_opencl() {
     return true;
 }
 
-// x's [B][T][H][D] as Halide's (d, h, t, b), over `data`.
+// x's [B][T][H][D] as Halide's (d, h, t, b), and lse's [B][H][T] as (t, h, b), over `data`.
 Buffer<float> features(std::vector<float> &data, const gka_shape &s) {
     return Buffer<float>(data.data(), int(s.head_dim), int(s.heads), int(s.seq_len), int(s.batch));
 }
+Buffer<float> rows(std::vector<float> &data, const gka_shape &s) {
+    return Buffer<float>(data.data(), int(s.seq_len), int(s.heads), int(s.batch));
+}
 
 // An input: host memory the pipeline copies to the device.
-template<typename... Extents>
-Buffer<float> input(std::vector<float> &data, Extents... extents) {
-    Buffer<float> b(data.data(), extents...);
+Buffer<float> input(Buffer<float> b) {
     b.set_host_dirty();
     return b;
 }
@@ -80,11 +81,9 @@ gka_test::Outputs run_forward(Forward forward, const gka_ref::Problem &p) {
     const gka_shape &s = p.shape;
     std::vector<float> x = p.x, sigma = p.sigma;
     gka_test::Outputs out{std::vector<float>(p.size()), std::vector<float>(p.rows()), {}, {}};
-    Buffer<float> y = features(out.y, s), lse(out.lse.data(), int(s.seq_len), int(s.heads), int(s.batch));
-    Buffer<float> spread(int(s.heads), int(s.batch));
-    Buffer<float> x_in = input(x, int(s.head_dim), int(s.heads), int(s.seq_len), int(s.batch));
-    Buffer<float> sigma_in = input(sigma, int(s.heads));
-    const int status = forward(x_in, sigma_in, p.window.left, p.window.right, y, lse, spread);
+    Buffer<float> y = features(out.y, s), lse = rows(out.lse, s), spread(int(s.heads), int(s.batch));
+    const int status = forward(input(features(x, s)), input(Buffer<float>(sigma.data(), int(s.heads))), p.window.left,
+                               p.window.right, y, lse, spread);
     INFO(last_halide_error);
     REQUIRE(status == 0);
     y.copy_to_host();
@@ -100,10 +99,9 @@ gka_test::Outputs run_backward(const Variant &variant, const gka_ref::Problem &p
     out.dx.assign(p.size(), 0.0f);
     out.dsigma.assign(s.heads, 0.0f);
     Buffer<float> dx = features(out.dx, s), dsigma(out.dsigma.data(), int(s.heads)), spread(int(s.heads), int(s.batch));
-    const int D = int(s.head_dim), H = int(s.heads), T = int(s.seq_len), B = int(s.batch);
-    const int status = variant.backward(input(x, D, H, T, B), input(sigma, H), input(y, D, H, T, B),
-                                        input(lse, T, H, B), input(dy, D, H, T, B), p.window.left, p.window.right,
-                                        dx, dsigma, spread);
+    const int status = variant.backward(input(features(x, s)), input(Buffer<float>(sigma.data(), int(s.heads))),
+                                        input(features(y, s)), input(rows(lse, s)), input(features(dy, s)),
+                                        p.window.left, p.window.right, dx, dsigma, spread);
     INFO(last_halide_error);
     REQUIRE(status == 0);
     dx.copy_to_host();
