@@ -105,13 +105,17 @@ generate: build
 # fallback CPU family and CUDA (GKA_FAMILY_SET gpu), with schedules/tuned.tsv's
 # knobs in build-gpu, and with schedules/cuda_candidates.tsv's rows in their
 # place in build-gpu-candidates. Of each, the GPU run needs runtime/libgka.so*,
-# tests/gka_cuda_tests and tests/gka_bench_cuda.
+# tests/gka_cuda_tests and tests/gka_bench_cuda. build-gpu also gets the cuda86
+# knob sweep, compiled for the GPU to time (build-gpu/autotune-sweep/cuda86:
+# `make autotune`'s first stage, below).
 GPU_BUILD := build-gpu
 GPU_CANDIDATES_BUILD := build-gpu-candidates
 GPU_TARGETS := gka gka_cuda_tests gka_bench_cuda
 gpu-builds: setup
 	$(call configure,$(GPU_BUILD),gpu)
-	@$(CMAKE) --build $(GPU_BUILD) --target $(GPU_TARGETS)
+	@$(CMAKE) --build $(GPU_BUILD) --target $(GPU_TARGETS) gka_knobs
+	@$(VENV)/bin/python autotune/gka_autotune.py --all --family cuda86 --stage prepare --build $(GPU_BUILD) \
+	  --trials $(AUTOTUNE_TRIALS)
 	$(call configure,$(GPU_CANDIDATES_BUILD),gpu,-DGKA_TUNED_MERGE=$(CURDIR)/schedules/cuda_candidates.tsv)
 	@$(CMAKE) --build $(GPU_CANDIDATES_BUILD) --target $(GPU_TARGETS)
 
@@ -153,12 +157,19 @@ compare-vision: build
 # autotune/logs/ (a rerun resumes). Each class gets AUTOTUNE_MINUTES of search
 # (at most AUTOTUNE_TRIALS trials), then its best three are measured again:
 # about 28 minutes for the twelve classes (D = 64 and 128) on this 2-core VM.
+# A GPU family (AUTOTUNE_FAMILY=cuda86 or cuda) is swept (autotune/gpu_sweep.py):
+# up to AUTOTUNE_TRIALS points a class compiled here, timed on the GPU within
+# AUTOTUNE_GPU_MINUTES for all classes; AUTOTUNE_STAGE=prepare, run or import
+# does one stage, for a GPU on another machine (docs/autotuning.md).
 AUTOTUNE_TRIALS ?= 200
 AUTOTUNE_MINUTES ?= 1.8
+AUTOTUNE_GPU_MINUTES ?= 7
 AUTOTUNE_FAMILY ?=
+AUTOTUNE_STAGE ?=
 autotune: build
 	@$(VENV)/bin/python autotune/gka_autotune.py --all $(if $(AUTOTUNE_FAMILY),--family $(AUTOTUNE_FAMILY)) \
-	  --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) --write-table
+	  $(if $(AUTOTUNE_STAGE),--stage $(AUTOTUNE_STAGE)) --trials $(AUTOTUNE_TRIALS) --minutes $(AUTOTUNE_MINUTES) \
+	  --gpu-minutes $(AUTOTUNE_GPU_MINUTES) $(if $(filter prepare,$(AUTOTUNE_STAGE)),,--write-table)
 
 # Tuned vs default vs Halide's autoschedulers on the same algorithm, with the
 # search curves: build/autotune-report/report.md and PNG plots.

@@ -6,6 +6,11 @@
                     [--seed 1] [--log autotune/logs/<class>.jsonl] [--write-table]
     gka_autotune.py --measure band:96,key_tile:16 [--trials 3] [shape options as above]
     gka_autotune.py --all [--family avx512] [--trials 40] [--minutes 15] [--write-table]
+    gka_autotune.py --all --family cuda86 [--stage prepare|run|import] [--sweep DIR] [--gpu-minutes 7]
+                    [--write-table]
+
+A GPU family is swept instead of searched: compiled here, timed on the GPU,
+possibly on another machine (gpu_sweep.py).
 
 A shape class is a head dim, a window kind and a sequence-length range (CLASSES);
 it is tuned on one shape in it (--window, --seq-len: the class's by default; a
@@ -46,6 +51,7 @@ import sys
 import tempfile
 import time
 
+import gpu_sweep
 import tuned_table
 
 ROOT = tuned_table.ROOT
@@ -98,7 +104,7 @@ class KnobRules:
 
     def __init__(self, args):
         ask = [os.path.join(args.build, "autotune", "gka_knobs"), "gka_" + args.kernel,
-               "target=" + family_targets()[args.family], f"head_dim={args.head_dim}"]
+               "target=" + family_targets()[args.family], f"head_dim={args.head_dim}"] + generator_params(args.family)
         r = subprocess.run(ask, capture_output=True, text=True)
         if r.returncode:
             sys.exit("autotune: gka_knobs cannot say the defaults:\n" + r.stderr)
@@ -108,6 +114,7 @@ class KnobRules:
             sys.exit("autotune: gka_knobs cannot say the search space:\n" + r.stderr)
         answer = json.loads(r.stdout)
         self.space, self.zero_means_all_of = answer["knobs"], answer["zero_means_all_of"]
+        self.only_with = answer["only_with"]
         self.defaults = {k: v for k, v in self.all_defaults.items() if k in self.space}
         self.head_dim, self.answers = args.head_dim, {}
         self.checker = subprocess.Popen(ask + ["--check"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -124,14 +131,17 @@ class KnobRules:
 
     def worth_trying(self, knobs):
         """Taken by the generator, and a kernel of their own: d blocks are whole
-        vectors, one past the head dim is the whole head dim, and a knob whose 0
+        vectors, one past the head dim is the whole head dim, a knob whose 0
         means "all of" another (a GEMM chunk of the whole tile) is the same kernel
-        at that other's value as at 0."""
-        vec = self.all_defaults["vector"]
-        d_block = knobs["d_block"]
-        if d_block % vec or d_block > max(self.head_dim, vec):
-            return False
+        at that other's value as at 0, and a mode's own knob (only_with) is the
+        same kernel at every value while its mode is off."""
+        if "d_block" in knobs:
+            vec, d_block = self.all_defaults["vector"], knobs["d_block"]
+            if d_block % vec or d_block > max(self.head_dim, vec):
+                return False
         if any(knobs[part] == knobs[whole] for part, whole in self.zero_means_all_of.items()):
+            return False
+        if any(not knobs[mode] and knobs[name] != self.defaults[name] for name, mode in self.only_with.items()):
             return False
         return not self.why_not(knobs)
 
@@ -222,31 +232,58 @@ def knobs_that_run(build, family, kernel, head_dim, window, seq_len):
     return knobs.value.decode()
 
 
-class Trials:
-    """Builds and runs candidates for one shape class."""
+def is_gpu(family):
+    return next(f["kind"] for f in families() if f["family"] == family) != "cpu"
 
-    def __init__(self, args, work):
+
+def generator_params(family):
+    """What the build passes the family's generators besides head dim and knobs:
+    a GPU family's kernels are the direct score form alone (runtime/CMakeLists.txt)."""
+    return ["scores=direct"] if is_gpu(family) else []
+
+
+def harness_target(args):
+    """The family's Halide target as the harness runs it (or --target's): its
+    GPU kernels on Halide's own context (libgka passes its stream through
+    user_context; the harness has none to pass, and the code is otherwise the
+    same)."""
+    return args.target or family_targets()[args.family].replace("-user_context", "")
+
+
+class Trials:
+    """Builds and runs candidates for one shape class. With sweep=True (a GPU
+    family's, gpu_sweep.py), the harness is left for the sweep to compile
+    around its points."""
+
+    def __init__(self, args, work, sweep=False):
         self.args, self.work = args, work
         self.generator = os.path.join(args.build, "kernels", "gka.generator")
         import halide  # the project's .venv has it
         self.include = os.path.join(halide.install_dir(), "include")
-        self.target = family_targets()[args.family] + "-no_runtime"
-        self.generate_runtime_and_harness()
+        self.target = harness_target(args) + "-no_runtime"
+        self.params = generator_params(args.family)
+        self.generate_runtime_and_harness(sweep)
         self.baseline = self.generate("baseline", "")
 
     def run(self, cmd):
         return subprocess.run(cmd, capture_output=True, text=True)
 
-    def generate_runtime_and_harness(self):
-        r = self.run([self.generator, "-r", "runtime", "-o", self.work, "target=" + family_targets()[self.args.family]])
+    def compile(self, src, obj, defines=()):
+        cmd = ["g++", "-O2", "-std=c++17", "-c", "-I" + self.include, "-I" + self.work,
+               "-I" + os.path.join(ROOT, "tests"), "-I" + os.path.join(ROOT, "runtime", "include"),
+               "-I" + os.path.join(ROOT, "runtime")] + list(defines)
+        if self.args.kernel == "forward" and "harness" in src:
+            cmd.append("-DGKA_TUNE_FORWARD")
+        r = self.run(cmd + [os.path.join(ROOT, src), "-o", os.path.join(self.work, obj)])
+        if r.returncode:
+            sys.exit("autotune: cannot compile " + src + ":\n" + r.stderr)
+
+    def generate_runtime_and_harness(self, sweep):
+        r = self.run([self.generator, "-r", "runtime", "-o", self.work, "target=" + harness_target(self.args)])
         if r.returncode:
             sys.exit("autotune: cannot generate the Halide runtime:\n" + r.stderr)
-        kind = "-DGKA_TUNE_FORWARD" if self.args.kernel == "forward" else ""
-        cflags = ["g++", "-O2", "-std=c++17", "-c", "-I" + self.include, "-I" + self.work,
-                  "-I" + os.path.join(ROOT, "tests"), "-I" + os.path.join(ROOT, "runtime", "include"),
-                  "-I" + os.path.join(ROOT, "runtime")]
         # Declarations only: the candidate and the baseline share the generated signature.
-        for name in ("candidate", "baseline"):
+        for name in ("baseline",) if sweep else ("candidate", "baseline"):
             self.generate(name, "", header_only=True)
         # The backward's timed inputs y and lse come from the forward (default
         # knobs), as in training.
@@ -258,17 +295,18 @@ class Trials:
             self.inputs = [lib]
         for src, obj in (("autotune/harness.cpp", "harness.o"), ("tests/reference.cpp", "reference.o"),
                          ("tests/contract.cpp", "contract.o"), ("runtime/block_cache.cpp", "block_cache.o")):
-            r = self.run(cflags + ([kind] if kind and "harness" in src else []) +
-                         [os.path.join(ROOT, src), "-o", os.path.join(self.work, obj)])
-            if r.returncode:
-                sys.exit("autotune: cannot compile " + src + ":\n" + r.stderr)
+            if not (sweep and "harness" in src):
+                self.compile(src, obj)
 
-    def generate(self, name, knobs, header_only=False, extra=(), kernel=None, header_to_work=False):
+    def objects(self):
+        return [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "contract.o", "block_cache.o")]
+
+    def generate(self, name, knobs, header_only=False, extra=(), kernel=None, header_to_work=False, emit=()):
         outdir = os.path.join(self.work, name)
         os.makedirs(outdir, exist_ok=True)
         cmd = [self.generator, "-g", "gka_" + (kernel or self.args.kernel), "-f", name, "-o", outdir,
-               "-e", "h" if header_only else "static_library,h", "target=" + self.target,
-               f"head_dim={self.args.head_dim}"] + ([f"knobs={knobs}"] if knobs else []) + list(extra)
+               "-e", "h" if header_only else ",".join(("static_library", "h") + tuple(emit)), "target=" + self.target,
+               f"head_dim={self.args.head_dim}"] + self.params + ([f"knobs={knobs}"] if knobs else []) + list(extra)
         r = self.run(cmd)
         self.generator_error = r.stderr.strip().splitlines()[-1] if r.returncode and r.stderr.strip() else ""
         if (header_only or header_to_work) and r.returncode == 0:
@@ -282,27 +320,35 @@ class Trials:
         if lib is None:
             return {"status": "invalid", "error": self.generator_error}
         exe = os.path.join(self.work, "harness")
-        objects = [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "contract.o", "block_cache.o")]
-        r = self.run(["g++"] + objects + [lib, self.baseline] + self.inputs + [os.path.join(self.work, "runtime.a"),
+        r = self.run(["g++"] + self.objects() + [lib, self.baseline] + self.inputs + [os.path.join(self.work, "runtime.a"),
                                           "-lpthread", "-ldl", "-o", exe])
         if r.returncode:
             return {"status": "link failed", "error": r.stderr[-500:]}
-        left, right = WINDOWS[self.args.window]
-        r = self.run([exe, str(self.args.seq_len), str(left), str(right), str(self.args.head_dim),
-                      str(self.args.heads)] + [str(n) for n in check_shape])
-        words = r.stdout.split()
-        if r.returncode or not words:
-            return {"status": "crashed", "error": r.stderr[-500:]}
-        if words[0] == "broken":  # the harness, not the candidate: no trial can be scored
-            sys.exit("autotune: the trial harness failed: " + " ".join(words[1:]))
-        if words[0] != "ok":
-            return {"status": "wrong", "error": " ".join(words[1:])}
-        cand, base, speedup = (float(w) for w in words[1:4])
-        return {"status": "ok", "ms": cand, "default_ms": base, "speedup": speedup}
+        return harness_verdict(self.run([exe] + harness_command(self.args) + [str(n) for n in check_shape]))
 
     def slowest(self, knobs, speedup, runs):
         """The lowest of `speedup` and `runs` more measurements of `knobs` (0 for a failed run)."""
         return min([speedup] + [self.measure(knobs).get("speedup", 0.0) for _ in range(runs)])
+
+
+def harness_command(args):
+    """The harness's arguments for the class's tuning shape: T left right head_dim heads."""
+    left, right = WINDOWS[args.window]
+    return [str(n) for n in (args.seq_len, left, right, args.head_dim, args.heads)]
+
+
+def harness_verdict(r):
+    """A trial's entry from its harness run (autotune/harness.cpp): ok with its
+    times, wrong or crashed."""
+    words = r.stdout.split()
+    if r.returncode or not words:
+        return {"status": "crashed", "error": (r.stderr or r.stdout)[-500:]}
+    if words[0] == "broken":  # the harness, not the candidate: no trial can be scored
+        sys.exit("autotune: the trial harness failed: " + " ".join(words[1:]))
+    if words[0] != "ok":
+        return {"status": "wrong", "error": " ".join(words[1:])}
+    cand, base, speedup = (float(w) for w in words[1:4])
+    return {"status": "ok", "ms": cand, "default_ms": base, "speedup": speedup}
 
 
 def neighbours(knobs, space):
@@ -313,11 +359,12 @@ def neighbours(knobs, space):
                 yield dict(knobs, **{name: values[j]})
 
 
-def write_table(args, best):
-    """Stores the class's winner (None: the defaults won) in the table."""
+def write_table(args, best, measured_on=None):
+    """Stores the class's winner (None: the defaults won) in the table;
+    measured_on: the device its figures come from (default: this CPU)."""
     cls = CLASSES[args.shape_class]
     key = [args.family, "gka_" + args.kernel, str(args.head_dim), cls["window_kind"], cls["seq_range"]]
-    shape = f"T={args.seq_len} H={args.heads} {args.window} on {host_cpu()}"
+    shape = f"T={args.seq_len} H={args.heads} {args.window} on {measured_on or host_cpu()}"
     if best is not None:
         tuned_table.store(key, [knob_string(best["knobs"]), f"{best['speedup']:.3f}", shape])
     elif args.shape_class != "long":  # the catch-all's defaults are its schedule's: no row needed
@@ -349,20 +396,33 @@ def parse_args():
     ap.add_argument("--fresh", action="store_true", help="start a new log instead of resuming")
     ap.add_argument("--measure", metavar="KNOBS", help="score these knobs (name:value,...) --trials times and "
                     "exit, without searching, logging or writing the table")
+    gpu = ap.add_argument_group("GPU families (gpu_sweep.py: compiled here, timed on the GPU)")
+    gpu.add_argument("--stage", choices=gpu_sweep.STAGES, help="one stage of the sweep (default: all three in turn)")
+    gpu.add_argument("--gpu-minutes", type=float, default=7, help="the sweep's time on the GPU, all classes together "
+                     "(default: 7; --trials caps a class's points)")
+    gpu.add_argument("--sweep", help="the sweep's folder (default: <build>/autotune-sweep/<family>; --stage run: "
+                     "every class prepared in it)")
+    gpu.add_argument("--target", help="compile the family's schedules for this Halide target instead of its own "
+                     "(the sweep checked on a CPU through OpenCL)")
     return ap.parse_args()
 
 
 def class_runs(args):
     """One set of arguments per class to tune: the class asked for, or with --all each
-    kernel, head dim and class (the shape, the log and a resumed search are each one's)."""
+    kernel, head dim and class (the shape, the log and a resumed search are each one's).
+    A GPU family has the catch-all class alone: the build compiles one GPU variant
+    a kernel and head dim (runtime/CMakeLists.txt)."""
     one_class = ("kernel", "head_dim", "shape_class", "window", "seq_len", "log", "measure")
     head_dims = tuned_head_dims(args.build)
+    classes = ["long"] if is_gpu(args.family) else list(CLASSES)
     if args.all:
         given = [name for name in one_class if getattr(args, name) is not None]
         if given:
             sys.exit(f"autotune: --all tunes every class; it takes none of {', '.join(given)}")
         return [argparse.Namespace(**dict(vars(args), kernel=k, head_dim=d, shape_class=c))
-                for k, d, c in itertools.product(KERNELS, head_dims, CLASSES)]
+                for k, d, c in itertools.product(KERNELS, head_dims, classes)]
+    if args.shape_class not in (None, *classes):
+        sys.exit(f"autotune: the family {args.family} has the classes {', '.join(classes)}")
     if args.head_dim not in (None, *head_dims):
         sys.exit(f"autotune: --head-dim takes the head dims the build compiles with constant loops: {head_dims}")
     return [argparse.Namespace(**dict(vars(args), kernel=args.kernel or KERNELS[0],
@@ -386,11 +446,18 @@ def with_tuning_shape(args):
 
 def main():
     args = parse_args()
-    cpu_families = [f["family"] for f in families() if f["kind"] == "cpu"]
-    if args.family not in cpu_families:
-        sys.exit("autotune: the CUDA schedules' knobs are not searched yet: no GPU has been available to time "
-                 f"them (docs/cuda.md); --family takes the CPU families {', '.join(cpu_families)}")
+    if args.stage == "run":  # on the GPU machine: no build, no Halide
+        gpu_sweep.run(gpu_sweep.sweep_folder(args), args.gpu_minutes, sys.modules[__name__])
+        return
+    if not is_gpu(args.family) and (args.stage or args.sweep or args.target):
+        sys.exit("autotune: --stage, --sweep and --target are for GPU families")
     try:
+        if is_gpu(args.family):
+            if args.measure is not None:
+                sys.exit("autotune: --measure times on this machine; a GPU family's points are swept (--stage)")
+            runs = [with_tuning_shape(run) for run in class_runs(args)]
+            gpu_sweep.main(args, runs, sys.modules[__name__])
+            return
         for run in class_runs(args):
             run = with_tuning_shape(run)
             if run.measure is not None:

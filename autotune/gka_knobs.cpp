@@ -2,11 +2,12 @@
 // generators' own code, so that each constraint is written once: in the
 // schedule (schedules/) or the algorithm (generators/) that has it.
 //
-//   gka_knobs GENERATOR target=T [head_dim=D]          the default knobs
-//   gka_knobs GENERATOR target=T [head_dim=D] --space  the autotuner's search
+//   gka_knobs GENERATOR target=T [param=value...]          the default knobs
+//   gka_knobs GENERATOR target=T [param=value...] --space  the autotuner's search
 //       space, from the schedule's knob table (JSON: schedules/knobs.h)
-//   gka_knobs GENERATOR target=T [head_dim=D] --check  for each knob set read
+//   gka_knobs GENERATOR target=T [param=value...] --check  for each knob set read
 //       from stdin, a line each ("name:value,..."): "ok" or why not, a line each
+// (params: the generator's, as the build passes them: head_dim=64 scores=direct)
 //
 // A check runs the generator's generate(), the algorithm and its schedule,
 // without lowering or compiling: a few milliseconds.
@@ -22,7 +23,7 @@ namespace {
 using Halide::Internal::GeneratorRegistry;
 
 int usage() {
-    std::cerr << "usage: gka_knobs gka_forward|gka_backward target=T [head_dim=D] [--space|--check]\n";
+    std::cerr << "usage: gka_knobs gka_forward|gka_backward target=T [param=value...] [--space|--check]\n";
     return 2;
 }
 
@@ -40,7 +41,7 @@ int main(int argc, char **argv) {
         const auto eq = arg.find('=');
         if ((arg == "--check" || arg == "--space") && ask.empty()) {
             ask = arg;
-        } else if (eq != std::string::npos && (arg.substr(0, eq) == "target" || arg.substr(0, eq) == "head_dim")) {
+        } else if (eq != std::string::npos && arg.substr(0, eq) != "knobs") {
             params[arg.substr(0, eq)] = arg.substr(eq + 1);
         } else {
             return usage();
@@ -61,7 +62,9 @@ int main(int argc, char **argv) {
         }
         for (std::string knobs; std::getline(std::cin, knobs);) {
             auto g = GeneratorRegistry::create(generator, Halide::GeneratorContext(target));
-            if (params.count("head_dim")) g->set_generatorparam_value("head_dim", params["head_dim"]);
+            for (const auto &[name, value] : params) {
+                if (name != "target") g->set_generatorparam_value(name, value);
+            }
             g->set_generatorparam_value("knobs", knobs);
             try {
                 g->build_pipeline();

@@ -2,6 +2,11 @@
 // on a small problem, then times it interleaved with the default-knob kernel
 // (same target, same shape) so that the machine's drift cancels in the ratio.
 //   harness T left right head_dim heads [check_T check_heads]
+// Built with GKA_SWEEP (a GPU family's sweep, autotune/gpu_sweep.py), it holds
+// many candidates and runs the one its first argument numbers:
+//   sweep POINT T left right head_dim heads [check_T check_heads]
+// On a GPU the kernels copy their inputs to the device on the first call and
+// keep them there; each timed run ends when the device has finished.
 // (Halide's autoschedulers tile for the shape they planned for and fail on
 // smaller ones: compare.py checks them on the timed shape itself.)
 // prints: "ok <candidate ms> <default ms> <speed-up>", "wrong <what>" or, when the
@@ -18,7 +23,11 @@
 #include "HalideRuntime.h"
 #include "baseline.h"
 #include "block_cache.h"
+#ifdef GKA_SWEEP
+#include "points.h"  // kPoints, the sweep's candidates (gpu_sweep.py writes it)
+#else
 #include "candidate.h"
+#endif
 #include "contract.h"
 #include "reference.h"
 #ifndef GKA_TUNE_FORWARD
@@ -28,6 +37,10 @@
 using Halide::Runtime::Buffer;
 
 namespace {
+
+#ifdef GKA_SWEEP
+decltype(&baseline) candidate = nullptr;  // the point the command line names
+#endif
 
 struct Problem {
     gka_ref::Problem p;
@@ -47,6 +60,9 @@ struct Problem {
         dsigma = Buffer<float, 1>(H);
         lse = Buffer<float, 3>(T, H, B);
         spread = Buffer<float, 2>(H, B);
+        x.set_host_dirty();
+        dy.set_host_dirty();
+        sigma.set_host_dirty();
     }
 };
 
@@ -69,12 +85,18 @@ std::string check(Problem &q) {
     gka_test::Outputs out;
 #ifdef GKA_TUNE_FORWARD
     if (run(candidate, q) != 0) return "kernel failed";
+    q.y.copy_to_host();
+    q.lse.copy_to_host();
     out.y.assign(q.y.data(), q.y.data() + q.p.size());
     out.lse.assign(q.lse.data(), q.lse.data() + q.p.rows());
 #else
     for (int64_t k = 0; k < q.p.size(); k++) q.y.data()[k] = float(f.y[k]);
     for (int64_t k = 0; k < q.p.rows(); k++) q.lse.data()[k] = float(f.lse[k]);
+    q.y.set_host_dirty();
+    q.lse.set_host_dirty();
     if (run(candidate, q) != 0) return "kernel failed";
+    q.dx.copy_to_host();
+    q.dsigma.copy_to_host();
     out.y.assign(q.y.data(), q.y.data() + q.p.size());
     out.lse.assign(q.lse.data(), q.lse.data() + q.p.rows());
     out.dx.assign(q.dx.data(), q.dx.data() + q.p.size());
@@ -92,6 +114,11 @@ template<typename Kernel>
 double seconds(Kernel kernel, Problem &q) {
     auto start = std::chrono::steady_clock::now();
     run(kernel, q);
+#ifdef GKA_TUNE_FORWARD
+    q.y.device_sync();
+#else
+    q.dx.device_sync();
+#endif
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -114,10 +141,24 @@ void report_error(void *, const char *message) {
 
 int main(int argc, char **argv) {
     halide_set_error_handler(report_error);
+    // libgka's register cap for the CUDA JIT (runtime/cuda_driver.cpp): under
+    // Halide's default of 64 the kernels spill, and would be timed as no user runs them.
+    setenv("HL_CUDA_JIT_MAX_REGISTERS", "255", 0);
     // libgka's allocator: with malloc's, each call's large working buffers were
     // mmap'ed afresh or not depending on what the other kernel had freed (157k
     // page faults a run against 26k), which skewed scores by up to 15%.
     gka::install_block_cache();
+#ifdef GKA_SWEEP
+    const int points = int(sizeof(kPoints) / sizeof(kPoints[0]));
+    const int point = argc > 1 ? std::atoi(argv[1]) : -1;
+    if (point < 0 || point >= points) {
+        std::fprintf(stderr, "usage: sweep POINT T left right head_dim heads [check_T check_heads] (POINT < %d)\n",
+                     points);
+        return 2;
+    }
+    candidate = kPoints[point];
+    argc--, argv++;
+#endif
     if (argc != 6 && argc != 8) {
         std::fprintf(stderr, "usage: harness T left right head_dim heads [check_T check_heads]\n");
         return 2;

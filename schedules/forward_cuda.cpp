@@ -35,10 +35,12 @@ using namespace Halide;
 const std::vector<Knob<CudaForwardKnobs>> &CudaForwardKnobs::fields() {
     using K = CudaForwardKnobs;
     static const std::vector<Knob<K>> fields = {
-        {"band", &K::band, {}},           {"key_tile", &K::key_tile, {}}, {"output_tokens", &K::output_tokens, {}},
-        {"register_tiles", &K::register_tiles, {}, nullptr, 0},
-        {"query_rows", &K::query_rows, {}},
-        {"key_cols", &K::key_cols, {}}};
+        {"band", &K::band, {32, 64}},
+        {"key_tile", &K::key_tile, {16, 32, 64}},
+        {"output_tokens", &K::output_tokens, {}},
+        {"register_tiles", &K::register_tiles, {0, 1}, nullptr, 0},
+        {"query_rows", &K::query_rows, {1, 2}, nullptr, 1, "register_tiles"},
+        {"key_cols", &K::key_cols, {2, 4, 8}, nullptr, 1, "register_tiles"}};
     return fields;
 }
 

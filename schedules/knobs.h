@@ -42,6 +42,10 @@ struct Knob {
     // extent divides by the others); every other knob is at least 1.
     const char *zero_means_all_of = nullptr;
     int least = 1;  // the smallest value (0 where zero_means_all_of is set)
+    // Set where the knob shapes the kernel only while the knob named here is
+    // nonzero (a mode's own knobs): elsewhere every value is the same kernel,
+    // so the autotuner tries it at its default alone.
+    const char *only_with = nullptr;
 };
 
 // The knobs' fields by name, so that every listing is in one order.
@@ -85,10 +89,11 @@ K with_overrides(K k, const std::string &spec) {
 }
 
 // The autotuner's search space as JSON: {"knobs": {name: [values tried]},
-// "zero_means_all_of": {name: knob}}; unsearched knobs are left out.
+// "zero_means_all_of": {name: knob}, "only_with": {name: knob}}; unsearched
+// knobs are left out.
 template<typename K>
 std::string search_space_json() {
-    std::string tried, zeros;
+    std::string tried, zeros, modes;
     for (const auto &[name, knob] : knobs_by_name<K>()) {
         if (knob->tried.empty()) continue;
         std::string values;
@@ -97,8 +102,9 @@ std::string search_space_json() {
         if (knob->zero_means_all_of) {
             zeros += (zeros.empty() ? "\"" : ", \"") + name + "\": \"" + knob->zero_means_all_of + "\"";
         }
+        if (knob->only_with) modes += (modes.empty() ? "\"" : ", \"") + name + "\": \"" + knob->only_with + "\"";
     }
-    return "{\"knobs\": {" + tried + "}, \"zero_means_all_of\": {" + zeros + "}}";
+    return "{\"knobs\": {" + tried + "}, \"zero_means_all_of\": {" + zeros + "}, \"only_with\": {" + modes + "}}";
 }
 
 }  // namespace gka
