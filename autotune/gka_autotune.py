@@ -302,10 +302,12 @@ class Trials:
         return [os.path.join(self.work, o) for o in ("harness.o", "reference.o", "contract.o", "block_cache.o")]
 
     def generate(self, name, knobs, header_only=False, extra=(), kernel=None, header_to_work=False, emit=()):
+        """work/name/name.a (None if the generator refuses); `emit`: the outputs, if not the library and header."""
         outdir = os.path.join(self.work, name)
         os.makedirs(outdir, exist_ok=True)
+        emit = emit or (("h",) if header_only else ("static_library", "h"))
         cmd = [self.generator, "-g", "gka_" + (kernel or self.args.kernel), "-f", name, "-o", outdir,
-               "-e", "h" if header_only else ",".join(("static_library", "h") + tuple(emit)), "target=" + self.target,
+               "-e", ",".join(emit), "target=" + self.target,
                f"head_dim={self.args.head_dim}"] + self.params + ([f"knobs={knobs}"] if knobs else []) + list(extra)
         r = self.run(cmd)
         self.generator_error = r.stderr.strip().splitlines()[-1] if r.returncode and r.stderr.strip() else ""

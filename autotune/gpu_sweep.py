@@ -8,8 +8,9 @@ search is a sweep of points chosen ahead, in three stages:
            kernel, from schedules/tuned.tsv and schedules/cuda_candidates.tsv,
            then the defaults' and those rows' neighbours, then random knob sets
            the generator takes, up to --trials), each compiled; a point that
-           spills registers (ptxas at the family's capability and libgka's cap)
-           is dropped, since libgka's guards allow no spills. All are linked
+           spills registers in any kernel its row would compile into (ptxas at
+           the family's capability and libgka's cap) is dropped, since
+           libgka's guards allow no spills. All are linked
            into one program beside the default-knob kernel (autotune/harness.cpp
            built with GKA_SWEEP): <sweep>/<class>/.
   run      (on the GPU: Python's standard library and the sweep folder alone)
@@ -84,15 +85,33 @@ def points(args, rules, tuner):
     return chosen
 
 
-def spills(stmt, target):
-    """Why ptxas finds that the point spills ("" if not); None where it cannot be asked."""
-    capability = re.search(r"cuda_capability_([0-9]+)", target)
+def kernel_functions():
+    """The kernel functions, the Gaussian first (generators/kernel_function.h, their one list)."""
+    with open(os.path.join(tuned_table.ROOT, "generators", "kernel_function.h")) as f:
+        line = next(line for line in f if "kernel_function_names[] = " in line)
+    return re.findall(r'"([a-z0-9_]+)"', line)
+
+
+def spills(trials, name, knobs):
+    """Why ptxas finds that a kernel the knobs would compile into spills ("" if
+    none; None where ptxas cannot be asked): the timed one (work/name, emitted
+    with its stmt), then those that take the same row of the table (the chunk
+    pass, the other kernel functions), whose pair terms hold more registers."""
+    capability = re.search(r"cuda_capability_([0-9]+)", trials.target)
     if not capability or not os.path.exists(PTXAS):
         return None
-    r = subprocess.run([sys.executable, os.path.join(tuned_table.ROOT, "scripts", "cuda_ptxas_report.py"),
-                        "--ptxas", PTXAS, "--arch", "sm_" + capability.group(1), "--maxrregcount", str(REGISTER_CAP),
-                        "--no-spills", stmt], capture_output=True, text=True)
-    return "" if r.returncode == 0 else (r.stdout + r.stderr).strip().splitlines()[-1]
+    variants = [[f"kernel_function={f}", f"chunk={chunk}"] for f in kernel_functions() for chunk in ("false", "true")]
+    for n, extra in enumerate(variants):
+        stmt_name = name if n == 0 else f"{name}_variant"
+        if n > 0 and trials.generate(stmt_name, knobs, emit=("stmt",), extra=extra) is None:
+            return f"{' '.join(extra)}: {trials.generator_error}"
+        r = subprocess.run([sys.executable, os.path.join(tuned_table.ROOT, "scripts", "cuda_ptxas_report.py"),
+                            "--ptxas", PTXAS, "--arch", "sm_" + capability.group(1), "--maxrregcount",
+                            str(REGISTER_CAP), "--no-spills", os.path.join(trials.work, stmt_name, stmt_name + ".stmt")],
+                           capture_output=True, text=True)
+        if r.returncode:
+            return f"{' '.join(extra)}: " + (r.stdout + r.stderr).strip().splitlines()[-1]
+    return ""
 
 
 def prepare(args, folder, tuner):
@@ -106,9 +125,9 @@ def prepare(args, folder, tuner):
         entries, libraries, unchecked = [], [], False
         for knobs in chosen:
             name = f"point_{len(libraries)}"
-            lib = trials.generate(name, tuner.knob_string(knobs), emit=("stmt",))
+            lib = trials.generate(name, tuner.knob_string(knobs), emit=("static_library", "h", "stmt"))
             entry = dict(knobs=knobs)
-            why = None if lib is None else spills(os.path.join(work, name, name + ".stmt"), trials.target)
+            why = None if lib is None else spills(trials, name, tuner.knob_string(knobs))
             if lib is None:
                 entry.update(status="invalid", error=trials.generator_error)
             elif why:

@@ -31,6 +31,8 @@ using namespace Halide;
 // band: tokens a block, one a lane: one warp. key_block / query_block: the
 // tokens a block of each direction's windows, staged in shared memory.
 // output_tokens: tokens a block of the element-wise kernel that writes dx.
+// row_padding: the layout of a lane's own rows where they are held in shared
+// memory (cuda_helpers.h, BandSum::row_padding): 0, 2 or 4.
 // The tuner tries query_block up to 32: the key pass stages three rows a query
 // (x_i, dy_i, y_i), 96 KiB at 64 queries and D=128, past the 48 KiB a block
 // gets without the opt-in.
@@ -39,18 +41,23 @@ const std::vector<Knob<CudaBackwardKnobs>> &CudaBackwardKnobs::fields() {
     static const std::vector<Knob<K>> fields = {{"band", &K::band, {}},
                                                 {"key_block", &K::key_block, {16, 32, 64}},
                                                 {"query_block", &K::query_block, {16, 32}},
-                                                {"output_tokens", &K::output_tokens, {}}};
+                                                {"output_tokens", &K::output_tokens, {}},
+                                                {"row_padding", &K::row_padding, {0, 2, 4}, nullptr, 0}};
     return fields;
 }
 
 CudaBackwardKnobs cuda_backward_knobs() {
     CudaBackwardKnobs k{};
-    k.band = 32, k.key_block = 32, k.query_block = 32, k.output_tokens = 8;
+    k.band = 32, k.key_block = 32, k.query_block = 32, k.output_tokens = 8, k.row_padding = 0;
     return k;
 }
 
 void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k) {
     cuda::require_warp_band(k.band, p.head_dim);
+    if (k.row_padding != 0 && k.row_padding != 2 && k.row_padding != 4) {
+        throw std::invalid_argument("gka CUDA schedule: row_padding takes 0, 2 or 4 (the vector loads that "
+                                    "stay free of bank conflicts)");
+    }
     const Vars &v = p.v;
     cuda::schedule_centre_and_spread(p.centre, p.spread, v);
     if (p.form == ScoreForm::centred) cuda::schedule_token_rows(p.delta, v, 128);
@@ -78,10 +85,11 @@ void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k) {
     // registers: one own row fewer held at D=64 (ptxas: the Laplace's chunk
     // query pass spilled 8 bytes with two).
     const int held_register_budget = p.by_query.scores.function == KernelFunction::gaussian ? 192 : 128;
-    const cuda::BandSum by_query{p.query_sum,    p.query_stats, p.keys.y, p.keys.x, 1,
-                                 own_query_rows, k.lanes,       held_register_budget};
+    const cuda::BandSum by_query{p.query_sum, p.query_stats, p.keys.y,      p.keys.x,
+                                 1,           own_query_rows, k.lanes,       k.row_padding,
+                                 held_register_budget};
     const cuda::BandSum by_key{p.key_sum, p.key_stats, p.queries.y, p.queries.x, 0, {p.by_key.scores.key_features},
-                               k.lanes};
+                               k.lanes,   k.row_padding};
     for (auto [sum, terms, rows, block, dots] :
          {std::tuple{by_query, &p.by_query, key_rows, k.key_block, std::pair{query_dot, query_dprob}},
           std::tuple{by_key, &p.by_key, query_rows, k.query_block, std::pair{key_dot, key_dprob}}}) {

@@ -89,7 +89,7 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
         // are read from global memory, a row a lane (32 cache lines a load),
         // every pair.
         constexpr int shared_budget = 48 * 1024;
-        const int row_bytes = constant_d * 4;
+        const int row_bytes = (constant_d + s.row_padding) * 4;
         int registers_left = s.held_register_budget / constant_d - 1;
         int shared_left = shared_budget - int(staged.size()) * block_size * row_bytes;
         for (Func rows : s.own_rows) {
@@ -99,7 +99,12 @@ PairLevel schedule_band_sum(BandSum s, const Vars &v, const Expr &head_dim, int 
                 rows.compute_at(block).store_in(MemoryType::Register).unroll(a[0]);
             } else if (shared_left >= 32 * row_bytes) {
                 shared_left -= 32 * row_bytes;
-                rows.compute_at(block).store_in(MemoryType::GPUShared).reorder_storage(a[2], a[0], a[1], a[3]);
+                rows.compute_at(block).store_in(MemoryType::GPUShared);
+                if (s.row_padding > 0) {
+                    rows.bound_storage(a[0], constant_d + s.row_padding);
+                } else {
+                    rows.reorder_storage(a[2], a[0], a[1], a[3]);
+                }
             } else {
                 continue;
             }

@@ -59,6 +59,12 @@ struct BandSum {
     int own_token;  // which argument of a pair term (j, i, h, b) is the band's token: 1 (i) or 0 (j)
     std::vector<Halide::Func> own_rows = {};
     LaneLoops lanes = LaneLoops::warp;
+    // How own rows in shared memory are laid out: 0, token innermost (a lane
+    // reads one word a step); 2 or 4, each token's row whole, padded by that
+    // many words, so that a lane reads 2 or 4 words at once (LLVM merges the
+    // loads) and a warp's vector loads hit distinct banks (its lanes' rows
+    // start 2 or 4 banks apart).
+    int row_padding = 0;
     // A lane's registers for its accumulators and held own rows; the rest hold
     // the pair's terms (more of them for kernels whose terms take a square root
     // or a division: backward_cuda.cpp).

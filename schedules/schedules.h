@@ -32,7 +32,7 @@ struct CpuBackwardKnobs {  // backward_cpu.cpp
     static const std::vector<Knob<CpuBackwardKnobs>> &fields();
 };
 struct CudaBackwardKnobs {  // backward_cuda.cpp
-    int band, key_block, query_block, output_tokens;
+    int band, key_block, query_block, output_tokens, row_padding;
     LaneLoops lanes;
     static const std::vector<Knob<CudaBackwardKnobs>> &fields();
 };

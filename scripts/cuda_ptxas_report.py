@@ -15,8 +15,9 @@ load (LDS) counts: how many multiply-adds each load feeds, the register
 tiles' aim.
 
 Guards (exit status 1, naming what failed): --no-spills (no kernel may spill
-or keep a stack frame), --min-ffma-per-lds R and --max-ffma-per-lds R (on the
-pair-loop kernels of every library given).
+or keep a stack frame), --min-ffma-per-lds R (every pair-loop kernel of every
+library given at R or more) and --max-ffma-per-lds R (each library's lowest
+pair loop below R: a schedule that lost what raised its ratio is told apart).
 
 usage: cuda_ptxas_report.py [--arch sm_86] [--maxrregcount N] [--sass] [guards] file.stmt...
 """
@@ -128,8 +129,12 @@ def main():
         print("| %s | %s | %d | %d | %.2f |" % (lib, kernel, ffma, lds, ratio))
         if args.min_ffma_per_lds is not None and ratio < args.min_ffma_per_lds:
             failures.append("%s: %.2f FFMA per LDS, below %g" % (lib, ratio, args.min_ffma_per_lds))
-        if args.max_ffma_per_lds is not None and ratio >= args.max_ffma_per_lds:
-            failures.append("%s: %.2f FFMA per LDS, not below %g" % (lib, ratio, args.max_ffma_per_lds))
+    if args.max_ffma_per_lds is not None:
+        for lib in sorted({m[0] for m in mixes}):
+            lowest = min(ffma / lds for name, _, ffma, lds in mixes if name == lib)
+            if lowest >= args.max_ffma_per_lds:
+                failures.append("%s: every pair loop at %.2f FFMA per LDS or more, none below %g" %
+                                (lib, lowest, args.max_ffma_per_lds))
     for f in failures:
         print("FAILED: " + f, file=sys.stderr)
     return 1 if failures else 0
