@@ -56,7 +56,7 @@ def main():
         for head_dim in head_dims:
             for class_name, cls in tune.CLASSES.items():
                 shape = argparse.Namespace(**vars(args), kernel=kernel, head_dim=head_dim, window=cls["window"],
-                                           seq_len=cls["seq_len"])
+                                           seq_len=cls["seq_len"], target=None)
                 row = results.setdefault((kernel, head_dim, class_name), {})
                 knobs = tune.knobs_that_run(args.build, args.family, kernel, head_dim, cls["window"], cls["seq_len"])
                 variants = [("tuned", knobs, ())]

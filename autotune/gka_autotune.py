@@ -379,7 +379,7 @@ def write_table(args, best, measured_on=None):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--family", default=host_best_family(), choices=sorted(family_targets()))
+    ap.add_argument("--family", choices=sorted(family_targets()), help="default: the best CPU family of this host")
     ap.add_argument("--all", action="store_true", help="tune every kernel, head dim the build compiles with "
                     "constant loops, and class in turn, each with its own log")
     ap.add_argument("--kernel", choices=KERNELS, help="default: forward")
@@ -448,11 +448,18 @@ def with_tuning_shape(args):
 
 def main():
     args = parse_args()
-    if args.stage == "run":  # on the GPU machine: no build, no Halide
+    if args.stage == "run" and args.sweep:  # on the GPU machine: no build, no Halide, any CPU
+        gpu_sweep.run(args.sweep, args.gpu_minutes, sys.modules[__name__])
+        return
+    args.family = args.family or host_best_family()
+    if args.stage == "run":
         gpu_sweep.run(gpu_sweep.sweep_folder(args), args.gpu_minutes, sys.modules[__name__])
         return
     if not is_gpu(args.family) and (args.stage or args.sweep or args.target):
         sys.exit("autotune: --stage, --sweep and --target are for GPU families")
+    if args.target and args.write_table:
+        sys.exit("autotune: --target compiles for another target than the family's: its figures are not the "
+                 "family's to write")
     try:
         if is_gpu(args.family):
             if args.measure is not None:
