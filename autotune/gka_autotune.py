@@ -84,6 +84,11 @@ def schedule_fingerprint(build, shape):
     return h.hexdigest()[:12]
 
 
+def class_fingerprint(args):
+    """schedule_fingerprint of a class's run: its build and tuning shape."""
+    return schedule_fingerprint(args.build, (args.window, args.seq_len, args.heads))
+
+
 def current_entries(log, space, fingerprint):
     """The entries of `log` measured on this code: this fingerprint and the knob set of
     `space` (a line cut short by an interrupted run is skipped)."""
@@ -448,11 +453,9 @@ def with_tuning_shape(args):
 
 def main():
     args = parse_args()
-    if args.stage == "run" and args.sweep:  # on the GPU machine: no build, no Halide, any CPU
-        gpu_sweep.run(args.sweep, args.gpu_minutes, sys.modules[__name__])
-        return
-    args.family = args.family or host_best_family()
-    if args.stage == "run":
+    if not (args.stage == "run" and args.sweep):  # the run on the GPU machine needs no family (any CPU)
+        args.family = args.family or host_best_family()
+    if args.stage == "run":  # no build, no Halide
         gpu_sweep.run(gpu_sweep.sweep_folder(args), args.gpu_minutes, sys.modules[__name__])
         return
     if not is_gpu(args.family) and (args.stage or args.sweep or args.target):
@@ -497,7 +500,7 @@ def search(args):
     done = {}
     if args.fresh and os.path.exists(args.log):
         os.remove(args.log)
-    fingerprint = schedule_fingerprint(args.build, (args.window, args.seq_len, args.heads))
+    fingerprint = class_fingerprint(args)
     if os.path.exists(args.log):
         current = current_entries(args.log, space, fingerprint)
         for entry in current:  # a knob set's later line (its confirmed figure) wins

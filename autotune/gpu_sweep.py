@@ -153,9 +153,8 @@ def prepare(args, folder, tuner):
         if r.returncode:
             sys.exit(f"autotune: {args.name}: cannot link the sweep:\n" + r.stderr[-2000:])
     with open(os.path.join(folder, "class.json"), "w") as f:
-        json.dump(dict(name=args.name, schedule=tuner.schedule_fingerprint(args.build, (args.window, args.seq_len,
-                                                                                         args.heads)),
-                       command=tuner.harness_command(args), target=trials.target), f)
+        json.dump(dict(name=args.name, schedule=tuner.class_fingerprint(args), command=tuner.harness_command(args),
+                       target=trials.target), f)
     with open(os.path.join(folder, "points.jsonl"), "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in entries)
     print(f"autotune: {args.name}: {len(libraries)} points in {os.path.join(folder, 'sweep')}", flush=True)
@@ -203,26 +202,27 @@ def run(sweep, minutes, tuner, names=None):
         sweep_end = time.time() + SWEEP_SHARE * (class_end - time.time())
         results = []
         with open(os.path.join(folder, "results.jsonl"), "w") as out:
-            def record(entry, knobs, stage):
-                results.append(dict(knobs=knobs, stage=stage, device=device, **entry))
+            def measure_and_record(point, stage):
+                """One run of a point (its points.jsonl entry), into the results."""
+                entry = measure(folder, meta["command"], point["point"], class_end - time.time(), tuner)
+                results.append(dict(point, stage=stage, device=device, **entry))
                 out.write(json.dumps(results[-1]) + "\n")
                 out.flush()
                 shown = f"{entry['speedup']:.3f}x" if entry["status"] == "ok" else entry["status"]
-                print(f"  {meta['name']} [{stage}] {tuner.knob_string(knobs)}: {shown}; {time.time() - start:.0f} s",
-                      flush=True)
+                print(f"  {meta['name']} [{stage}] {tuner.knob_string(point['knobs'])}: {shown}; "
+                      f"{time.time() - start:.0f} s", flush=True)
 
-            for e in ready:
+            for point in ready:
                 if time.time() > sweep_end:
                     print(f"  {meta['name']}: out of time after {len(results)} of {len(ready)} points", flush=True)
                     break
-                record(measure(folder, meta["command"], e["point"], class_end - time.time(), tuner), e["knobs"], "sweep")
-            ok = sorted((r for r in results if r["status"] == "ok"), key=lambda r: -r["speedup"])[:FINALISTS]
-            for r in ok:
+                measure_and_record(point, "sweep")
+            finalists = sorted((r for r in results if r["status"] == "ok"), key=lambda r: -r["speedup"])[:FINALISTS]
+            for r in finalists:
                 for _ in range(CONFIRMATIONS):
                     if time.time() > class_end:
                         break
-                    point = next(e["point"] for e in ready if e["knobs"] == r["knobs"])
-                    record(measure(folder, meta["command"], point, class_end - time.time(), tuner), r["knobs"], "confirm")
+                    measure_and_record(next(p for p in ready if p["point"] == r["point"]), "confirm")
 
 
 def import_results(args, folder, tuner):
@@ -231,7 +231,7 @@ def import_results(args, folder, tuner):
     if not os.path.exists(path):
         sys.exit(f"autotune: {args.name}: no results at {path} (--stage run, on the GPU)")
     meta = json.load(open(os.path.join(folder, "class.json")))
-    fingerprint = tuner.schedule_fingerprint(args.build, (args.window, args.seq_len, args.heads))
+    fingerprint = tuner.class_fingerprint(args)
     if meta["schedule"] != fingerprint:
         sys.exit(f"autotune: {args.name}: the sweep in {folder} was compiled from other code or for another shape "
                  f"(schedule {meta['schedule']}, this build's {fingerprint}): prepare and run it again")
@@ -245,14 +245,16 @@ def import_results(args, folder, tuner):
         entry = dict(runs[0], schedule=fingerprint)
         if len(ok) == len(runs):
             # Scored by its slowest run, as the CPU search confirms its finalists.
-            entry.update(min(ok, key=lambda r: r["speedup"]), confirmed=len(runs) > 1)
+            entry.update(min(ok, key=lambda r: r["speedup"]))
         else:
             entry.update(next(r for r in runs if r["status"] != "ok"))
-        entry.pop("stage", None)
+        entry["runs"] = len(runs)
+        for key in ("stage", "point"):
+            entry.pop(key)
         entries.append(entry)
     with open(args.log, "a") as log:
         log.writelines(json.dumps(e) + "\n" for e in entries)
-    confirmed = [e for e in entries if e["status"] == "ok" and e["confirmed"]]
+    confirmed = [e for e in entries if e["status"] == "ok" and e["runs"] > 1]
     failed = [e for e in entries if e["status"] != "ok"]
     best = max(confirmed, key=lambda e: e["speedup"], default=None)
     print(f"autotune: {args.name}: {len(entries)} points measured on {results[0]['device']}, {len(failed)} failed"

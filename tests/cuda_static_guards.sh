@@ -9,9 +9,11 @@
 # candidates' knobs (the forward at D=128, the backward at D=64) must fall
 # below it: the guard tells a schedule that lost its tiles or its padding.
 # Exit 77 (skipped) where ptxas or nvdisasm is missing.
-# usage: cuda_static_guards.sh GENERATOR PYTHON OUT
+# usage: cuda_static_guards.sh GENERATOR PYTHON OUT KERNEL_FUNCTION...
 set -euo pipefail
 generator=$1 python=$2 out=$3
+shift 3
+functions=("$@")  # GKA_KERNEL_FUNCTIONS
 declare -A least=([gka_forward]=5 [gka_backward]=2.5)
 root=$(cd "$(dirname "$0")/.." && pwd)
 ptxas=${PTXAS:-/usr/local/cuda/bin/ptxas}
@@ -21,7 +23,6 @@ report=("$python" "$root/scripts/cuda_ptxas_report.py" --ptxas "$ptxas" --arch s
   { echo "SKIP: no nvdisasm (pip install nvidia-cuda-nvdisasm, scripts/requirements.txt)"; exit 77; }
 target=$(awk -F'\t' '$1 == "cuda86" { print $2 }' "$root/cmake/families.tsv")-no_runtime
 mkdir -p "$out"
-functions=$(grep -o '"[a-z0-9_]*"' <(grep 'kernel_function_names\[\] = ' "$root/generators/kernel_function.h") | tr -d '"')
 # generate NAME KERNEL HEAD_DIM KNOBS [PARAMS...]: OUT/NAME.stmt
 generate() {
   local name=$1 kernel=$2 head_dim=$3 knobs=$4
@@ -39,7 +40,7 @@ while IFS=$'\t' read -r family kernel head_dim window seq_len knobs _; do
     generate "$name" "$kernel" "$head_dim" "$knobs" ${variant#*:}
     gaussian+=("$out/$name.stmt")
   done
-  for function in $functions; do
+  for function in "${functions[@]}"; do
     [ "$function" = gaussian ] && continue
     for variant in "f32:" "chunk:chunk=true"; do
       name=${kernel}_d${head_dim}_${function}_${variant%%:*}
