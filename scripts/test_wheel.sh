@@ -31,3 +31,5 @@ assert gka_torch.library_path.startswith(sys.argv[1]), f"loaded {gka_torch.libra
 print(gka_torch.info())
 PY
 time_of "the PyTorch tests against the installed package" "$out/venv/bin/python" "$root/tests/python/test_gka_torch.py"
+time_of "docs/pytorch.md's examples against the installed package" "$out/venv/bin/python" \
+  "$root/tests/python/test_docs.py"

@@ -22,29 +22,30 @@ package came with, else from the system's library path (gka_torch._lib).
 __version__ is the project's version (CMakeLists.txt, project(VERSION)), as the
 libgka it loaded reports it (gka_version()): gka_torch is that project's binding.
 """
-import os
+import os as _os
 
 try:
-    import torch
+    import torch as _torch
 except ImportError as e:
     raise ImportError("gka_torch needs PyTorch: pip install torch "
                       "(CPU-only: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from e
 
-from ._ops import (KERNELS, LIBRARY_PATH, gka_attention, gka_attention_chunked, gka_attention_varlen, gka_decode,
+from ._ops import (KERNELS, gka_attention, gka_attention_chunked, gka_attention_varlen, gka_decode,
                    merge_chunks)
 from ._ops import LIB as _LIB
+from ._ops import LIBRARY_PATH as _LIBRARY_PATH
 from ._lib import check as _check
 from ._lib import has_cuda as _has_cuda
-from .module import GaussianKernelAttention
+from ._module import DecodeCache, GaussianKernelAttention
 from .reference import gka_attention_reference, gka_forward_reference
 
-__all__ = ["GaussianKernelAttention", "KERNELS", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
+__all__ = ["GaussianKernelAttention", "DecodeCache", "KERNELS", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
            "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference", "library_path",
            "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel", "set_num_threads",
            "get_num_threads", "info"]
 
 __version__ = _LIB.gka_version().decode()
-library_path = LIBRARY_PATH  # the libgka this process loaded
+library_path = _LIBRARY_PATH  # the libgka this process loaded
 
 
 def has_cuda():
@@ -93,8 +94,8 @@ def get_num_threads():
     return _LIB.gka_num_threads()
 
 
-if "GKA_NUM_THREADS" not in os.environ:
-    set_num_threads(min(torch.get_num_threads(), 1024))
+if "GKA_NUM_THREADS" not in _os.environ:
+    set_num_threads(min(_torch.get_num_threads(), 1024))
 
 
 def info():
@@ -107,9 +108,11 @@ def info():
     else:
         families = _LIB.gka_cuda_families().decode()
         available = _LIB.gka_cuda_available()
-        cuda = f"{families}, " + ("a device runs them" if available else
+        # The families' names are cmake/families.tsv's: PTX for one compute
+        # capability each (cuda86: 8.6), best first.
+        cuda = f"{families} (PTX by compute capability, best first), " + ("a device runs them" if available else
                                   f"no device runs them: {_LIB.gka_last_error().decode(errors='replace')}")
-    env_threads = os.environ.get("GKA_NUM_THREADS")
+    env_threads = _os.environ.get("GKA_NUM_THREADS")
     return "\n".join([
         f"version: {__version__} (libgka's gka_version(), gka_torch.__version__)",
         f"library: {library_path}",
@@ -119,5 +122,5 @@ def info():
         f"score form: {score_form()}",
         f"kernel functions: {', '.join(KERNELS)}",
         f"CUDA kernels: {cuda}",
-        f"torch: {torch.__version__}, torch.cuda.is_available(): {torch.cuda.is_available()}",
+        f"torch: {_torch.__version__}, torch.cuda.is_available(): {_torch.cuda.is_available()}",
     ])

@@ -109,25 +109,28 @@ def _lse_without_features(queries, first_key, last_key, left, right, device):
     return (hi - lo + 1).clamp(min=0).double().log().float()
 
 
+# The ops name their kernel function argument kernel_function: inductor lowers an
+# opaque op through FallbackKernel.create(kernel, *args, **kwargs), so an op
+# argument named `kernel`, passed by keyword, collides with it (TypeError).
 @torch.library.custom_op("gka::forward", mutates_args=())
 def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int,
-            kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
+            kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(y [B,T,H,D], lse [B,H,T]) = GKA forward of x [B,T,H,D] with bandwidths sigma [H]
-    and the kernel function `kernel` (gka.h, gka_set_kernel)."""
+    and the kernel function `kernel_function` (gka.h, gka_set_kernel)."""
     _check(x, sigma)
     x, sigma = x.contiguous(), sigma.float().contiguous()
     B, T, H, D = x.shape
     y = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
-        _run("gka_forward", x, (left, right), kernel, x, sigma, y, lse)
+        _run("gka_forward", x, (left, right), kernel_function, x, sigma, y, lse)
     else:
         lse.copy_(_lse_without_features(torch.arange(T), 0, T - 1, left, right, x.device))
     return y, lse
 
 
 @forward.register_fake
-def _(x, sigma, left, right, kernel="gaussian"):
+def _(x, sigma, left, right, kernel_function="gaussian"):
     _check(x, sigma, fake=True)
     B, T, H, D = x.shape
     return x.new_empty((B, T, H, D)), x.new_empty((B, H, T), dtype=torch.float32)
@@ -135,7 +138,7 @@ def _(x, sigma, left, right, kernel="gaussian"):
 
 @torch.library.custom_op("gka::backward", mutates_args=())
 def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.Tensor, dy: torch.Tensor,
-             left: int, right: int, kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
+             left: int, right: int, kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dsigma): gradients of sum(dy * y) from the forward's y and lse; dx in x's
     dtype, dsigma in float32."""
     _check(x, sigma)
@@ -149,14 +152,14 @@ def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.T
     dx = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
-        _run("gka_backward", x, (left, right), kernel, x, sigma, y, lse, dy, dx, dsigma)
+        _run("gka_backward", x, (left, right), kernel_function, x, sigma, y, lse, dy, dx, dsigma)
     else:
         dsigma.zero_()
     return dx, dsigma
 
 
 @backward.register_fake
-def _(x, sigma, y, lse, dy, left, right, kernel="gaussian"):
+def _(x, sigma, y, lse, dy, left, right, kernel_function="gaussian"):
     _check(x, sigma, fake=True)
     return torch.empty_like(x, memory_format=torch.contiguous_format), sigma.new_empty(sigma.shape, dtype=torch.float32)
 
@@ -207,7 +210,7 @@ def _check_decode(Tq, capacity, left, right, cache_lens):
 
 @torch.library.custom_op("gka::decode", mutates_args=("cache",))
 def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma: torch.Tensor, left: int,
-           right: int, kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
+           right: int, kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(y [B,Tq,H,D], lse [B,H,Tq]) of the new tokens x [B,Tq,H,D] against cache
     [B,capacity,H,D] of cache_lens [B] (int64) tokens each; writes x into the cache (gka.h, gka_decode)."""
     _check(x, sigma)
@@ -226,7 +229,7 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
     y = torch.empty_like(x)
     lse = torch.empty((B, H, Tq), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
-        _call("gka_decode" + _FEATURE_DTYPES[x.dtype], x.device, kernel, _lib.Shape(B, Tq, H, D), cache.shape[1],
+        _call("gka_decode" + _FEATURE_DTYPES[x.dtype], x.device, kernel_function, _lib.Shape(B, Tq, H, D), cache.shape[1],
               _lib.Window(left, right), x.data_ptr(), sigma.data_ptr(), cache_lens.data_ptr(), cache.data_ptr(),
               y.data_ptr(), lse.data_ptr())
     else:  # nothing to write into the cache; each query's keys are positions 0 to its own
@@ -237,7 +240,7 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
 
 
 @decode.register_fake
-def _(x, cache, cache_lens, sigma, left, right, kernel="gaussian"):
+def _(x, cache, cache_lens, sigma, left, right, kernel_function="gaussian"):
     _check(x, sigma, fake=True)
     B, Tq, H, D = x.shape
     return torch.empty_like(x), x.new_empty((B, H, Tq), dtype=torch.float32)
@@ -248,8 +251,9 @@ def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0), kernel="gaussian"):
     the features before them, which it then extends.
 
     cache [B,capacity,H,D] holds x itself (GKA's keys and values are the features),
-    position p of sequence b in slot p % capacity; cache_lens [B] (int64, CPU) counts
-    each sequence's tokens before the call and is not changed (add Tq after). window
+    position p of sequence b in slot p % capacity; cache_lens [B] (int64, CPU, or a
+    list of ints) counts each sequence's tokens before the call and is not changed
+    (add Tq after; GaussianKernelAttention.decode keeps the count itself). window
     is causal (-1, 0), where each sequence must fit (cache_lens + Tq <= capacity),
     or (W-1, 0), where a ring of capacity >= W-1 serves any length (a smaller one
     is refused at the first call, saying the capacity needed). x and cache are
@@ -262,6 +266,11 @@ def gka_decode(x, cache, cache_lens, sigma, window=(-1, 0), kernel="gaussian"):
     torch.inference_mode(), or pass detached tensors).
     """
     left, right = _window(window)
+    if isinstance(cache_lens, (list, tuple)) and all(isinstance(n, int) and not isinstance(n, bool)
+                                                      for n in cache_lens):
+        cache_lens = torch.tensor(cache_lens, dtype=torch.int64)
+    elif not isinstance(cache_lens, torch.Tensor):
+        raise TypeError(f"gka: cache_lens must be an int64 CPU tensor [B] or a list of ints, got {cache_lens!r}")
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (x, cache, sigma)):
         raise RuntimeError("gka: gka_decode is inference-only (it has no backward), but x, sigma or the cache "
                            "requires grad: call it under torch.no_grad() or torch.inference_mode(), or pass "
@@ -309,7 +318,7 @@ def _run_varlen(name, x, cu_seqlens, window, kernel, *tensors):
 
 @torch.library.custom_op("gka::forward_varlen", mutates_args=())
 def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tensor, left: int,
-                   right: int, kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
+                   right: int, kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(y [total,H,D], lse [H,total]) of packed sequences x [total,H,D], sequence s at
     tokens cu_seqlens[s]..cu_seqlens[s+1]-1 (gka.h, gka_forward_varlen)."""
     _check_varlen(x, cu_seqlens, sigma)
@@ -317,7 +326,7 @@ def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tenso
     y = torch.empty_like(x)
     lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32, device=x.device)
     if x.numel() > 0:  # libgka takes empty sequences, but not a total of 0: its pointers would be NULL
-        _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), kernel, x, sigma, y, lse)
+        _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), kernel_function, x, sigma, y, lse)
     else:  # each token's keys are those of its sequence
         _check_cu_seqlens(cu_seqlens, x.shape[0])
         lengths = cu_seqlens.diff()
@@ -327,7 +336,7 @@ def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tenso
 
 
 @forward_varlen.register_fake
-def _(x, cu_seqlens, sigma, left, right, kernel="gaussian"):
+def _(x, cu_seqlens, sigma, left, right, kernel_function="gaussian"):
     _check_varlen(x, cu_seqlens, sigma, fake=True)
     return torch.empty_like(x), x.new_empty((x.shape[1], x.shape[0]), dtype=torch.float32)
 
@@ -335,7 +344,7 @@ def _(x, cu_seqlens, sigma, left, right, kernel="gaussian"):
 @torch.library.custom_op("gka::backward_varlen", mutates_args=())
 def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor,
                     lse: torch.Tensor, dy: torch.Tensor, left: int, right: int,
-                    kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
+                    kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dsigma) of packed sequences from the varlen forward's y and lse."""
     _check_varlen(x, cu_seqlens, sigma)
     if y.shape != x.shape or dy.shape != x.shape or lse.shape != (x.shape[1], x.shape[0]):
@@ -347,14 +356,14 @@ def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tens
     dx = torch.empty_like(x)
     dsigma = torch.zeros((x.shape[1],), dtype=torch.float32, device=x.device)
     if x.numel() > 0:
-        _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), kernel, x, sigma, y, lse, dy, dx, dsigma)
+        _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), kernel_function, x, sigma, y, lse, dy, dx, dsigma)
     else:
         _check_cu_seqlens(cu_seqlens, x.shape[0])
     return dx, dsigma
 
 
 @backward_varlen.register_fake
-def _(x, cu_seqlens, sigma, y, lse, dy, left, right, kernel="gaussian"):
+def _(x, cu_seqlens, sigma, y, lse, dy, left, right, kernel_function="gaussian"):
     _check_varlen(x, cu_seqlens, sigma, fake=True)
     return torch.empty_like(x), sigma.new_empty(sigma.shape, dtype=torch.float32)
 
@@ -397,7 +406,7 @@ def _check_chunk(x, keys, sigma, fake=False):
 
 @torch.library.custom_op("gka::forward_chunk", mutates_args=())
 def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, query_start: int, key_start: int,
-                  left: int, right: int, kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
+                  left: int, right: int, kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(y_c [B,Tq,H,D], lse_c [B,H,Tq]): the partial results of queries x at positions
     query_start.. against keys at key_start.. (gka.h, gka_forward_chunk)."""
     _check_chunk(x, keys, sigma)
@@ -406,7 +415,7 @@ def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, quer
     y = torch.empty_like(x)
     lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
     if x.numel() > 0 and keys.numel() > 0:
-        _run_chunk("gka_forward_chunk", x, keys, query_start, key_start, (left, right), kernel, x, keys, sigma, y,
+        _run_chunk("gka_forward_chunk", x, keys, query_start, key_start, (left, right), kernel_function, x, keys, sigma, y,
                    lse)
     else:  # no keys (lse -inf, y 0), or no features
         y.zero_()
@@ -416,7 +425,7 @@ def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, quer
 
 
 @forward_chunk.register_fake
-def _(x, keys, sigma, query_start, key_start, left, right, kernel="gaussian"):
+def _(x, keys, sigma, query_start, key_start, left, right, kernel_function="gaussian"):
     _check_chunk(x, keys, sigma, fake=True)
     B, T, H, D = x.shape
     return torch.empty_like(x), x.new_empty((B, H, T), dtype=torch.float32)
@@ -425,7 +434,7 @@ def _(x, keys, sigma, query_start, key_start, left, right, kernel="gaussian"):
 @torch.library.custom_op("gka::backward_chunk", mutates_args=())
 def backward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.Tensor,
                    dy: torch.Tensor, query_start: int, key_start: int, left: int, right: int,
-                   kernel: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dx_keys, dsigma): a chunk's contributions to the gradients, from the merged
     y and lse of its queries (gka.h, gka_backward_chunk)."""
     _check_chunk(x, keys, sigma)
@@ -439,13 +448,13 @@ def backward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, y: 
     dx, dx_keys = torch.zeros_like(x), torch.zeros_like(keys)
     dsigma = torch.zeros((H,), dtype=torch.float32, device=x.device)
     if x.numel() > 0 and keys.numel() > 0:
-        _run_chunk("gka_backward_chunk", x, keys, query_start, key_start, (left, right), kernel, x, keys, sigma, y,
+        _run_chunk("gka_backward_chunk", x, keys, query_start, key_start, (left, right), kernel_function, x, keys, sigma, y,
                    lse, dy, dx, dx_keys, dsigma)
     return dx, dx_keys, dsigma
 
 
 @backward_chunk.register_fake
-def _(x, keys, sigma, y, lse, dy, query_start, key_start, left, right, kernel="gaussian"):
+def _(x, keys, sigma, y, lse, dy, query_start, key_start, left, right, kernel_function="gaussian"):
     _check_chunk(x, keys, sigma, fake=True)
     return torch.empty_like(x), torch.empty_like(keys), sigma.new_empty(sigma.shape, dtype=torch.float32)
 

@@ -479,6 +479,14 @@ class Decode(unittest.TestCase):
         self.assertTrue(torch.equal(cache[1, 9:12], new[1]))  # appended
         self.assertTrue(torch.equal(lens, torch.tensor([5, 9])))  # the caller's to advance
 
+    def test_cache_lens_as_a_list(self):
+        x, sigma = (t.float() for t in inputs(8, seed=6, b=2, t=3, h=2))
+        cache = torch.zeros(2, 4, 2, 8)
+        y = gka_torch.gka_decode(x[:, :1], cache.clone(), [0, 0], sigma)
+        self.assertTrue(torch.equal(y, gka_torch.gka_decode(x[:, :1], cache, torch.tensor([0, 0]), sigma)))
+        with self.assertRaisesRegex(TypeError, "cache_lens must be an int64 CPU tensor .* or a list of ints"):
+            gka_torch.gka_decode(x[:, :1], cache, [0.0, 1], sigma)
+
     def test_errors(self):
         x, sigma, lens = torch.ones(1, 1, 2, 4), torch.ones(2), torch.tensor([3])
         with self.assertRaisesRegex(ValueError, "right span must be 0"):
@@ -819,9 +827,95 @@ class Module(unittest.TestCase):
             make(2, 8)(torch.ones(1, 5, 12))
         with self.assertRaisesRegex(ValueError, r"takes x \[B, 2, T, 8\]"):
             make(2, 8, layout="bhtd")(torch.ones(1, 5, 2, 8))
+        m = make(2, 8)
+        with torch.no_grad():
+            m.log_sigma[1] = float("nan")
+        with self.assertRaisesRegex(ValueError, r"log_sigma\[1\] = nan: the module's bandwidths are exp"):
+            m(torch.ones(1, 5, 16))
+
+
+class ModuleDecode(unittest.TestCase):
+    """GaussianKernelAttention generates by itself: prefill and decode with its own
+    sigma, window, kernel and layout equal its forward over the whole sequence."""
+
+    H, D = 2, 16
+
+    def module(self, window, kernel="gaussian", layout="bthd"):
+        m = gka_torch.GaussianKernelAttention(self.H, self.D, window=window, kernel=kernel, layout=layout)
+        with torch.no_grad():
+            m.log_sigma.copy_(torch.tensor([0.5, 1.5]))
+        return m
+
+    def test_prefill_then_decode_equals_the_forward(self):
+        x = inputs(self.D, seed=40, b=2, t=30, h=self.H)[0].float()
+        # (window, capacity): a whole-sequence cache, a ring of the window's
+        # length (the default) and a larger ring, whose prompt outlasts it.
+        for window, capacity in (((-1, 0), 30), ((5, 0), None), ((5, 0), 8)):
+            for kernel in gka_torch.KERNELS:
+                with self.subTest(window=window, capacity=capacity, kernel=kernel):
+                    m = self.module(window, kernel)
+                    want = m(x).detach()
+                    cache = m.new_cache(2, capacity)
+                    got = [m.prefill(x[:, :12], cache)]
+                    self.assertEqual(cache.lengths.tolist(), [12, 12])
+                    got.append(m.decode(x[:, 12:15], cache))  # several tokens at once
+                    got += [m.decode(x[:, t:t + 1], cache) for t in range(15, 30)]
+                    self.assertEqual(cache.lengths.tolist(), [30, 30])
+                    self.assertLess(rel_err(torch.cat(got, dim=1), want.double()), RTOL)
+                    self.assertFalse(got[-1].requires_grad)
+
+    def test_layouts_and_bf16(self):
+        x = inputs(self.D, seed=41, b=1, t=10, h=self.H)[0].float()
+        for layout, given, cut in (("bthd", x.flatten(2), lambda t, a, b: t[:, a:b]),
+                                   ("bhtd", x.transpose(1, 2).contiguous(), lambda t, a, b: t[:, :, a:b])):
+            with self.subTest(layout=layout):
+                m = self.module((-1, 0), layout=layout)
+                cache = m.new_cache(1, 10)
+                y = torch.cat([m.prefill(cut(given, 0, 6), cache), m.decode(cut(given, 6, 10), cache)],
+                              dim=1 if layout == "bthd" else 2)
+                self.assertEqual(y.shape, given.shape)
+                self.assertLess(rel_err(y, m(given).detach().double()), RTOL)
+        m = self.module((3, 0))
+        cache = m.new_cache(1, dtype=torch.bfloat16)
+        xb = x.bfloat16()
+        y = torch.cat([m.prefill(xb[:, :4], cache), m.decode(xb[:, 4:], cache)], dim=1)
+        self.assertEqual(y.dtype, torch.bfloat16)
+        self.assertLess(rel_err(y, m(xb).detach().double()), 1e-2)
+
+    def test_refusals(self):
+        m = self.module((-1, 0))
+        with self.assertRaisesRegex(ValueError, "pass capacity"):
+            m.new_cache(1)
+        with self.assertRaisesRegex(ValueError, "right span is 0"):
+            self.module((-1, -1)).new_cache(1, 8)
+        with self.assertRaisesRegex(ValueError, r"capacity must be an int >= 5"):
+            self.module((5, 0)).new_cache(1, 4)
+        cache = m.new_cache(1, 8)
+        x = torch.ones(1, 6, self.H, self.D)
+        with self.assertRaisesRegex(ValueError, "does not fit a cache of capacity 4"):
+            m.prefill(x, m.new_cache(1, 4))
+        m.prefill(x, cache)
+        with self.assertRaisesRegex(ValueError, "prefill takes an empty cache"):
+            m.prefill(x, cache)
+        with self.assertRaisesRegex(ValueError, "do not fit a cache of capacity 8"):
+            m.decode(x[:, :3], cache)
+        with self.assertRaisesRegex(TypeError, "DecodeCache"):
+            m.decode(x[:, :1], cache.features)
+        with self.assertRaisesRegex(TypeError, "the cache holds torch.float32"):
+            m.prefill(x.bfloat16(), m.new_cache(1, 8))
+        cache.reset()
+        self.assertEqual(cache.lengths.tolist(), [0])
+        self.assertIn("capacity=8", repr(cache))
 
 
 class Package(unittest.TestCase):
+    def test_public_names(self):
+        # What dir() shows a user: the API, with no imported module or private alias.
+        for name in ("os", "torch", "LIBRARY_PATH"):
+            self.assertNotIn(name, dir(gka_torch))
+        for name in gka_torch.__all__:
+            self.assertTrue(hasattr(gka_torch, name), name)
+
     def test_version_is_the_projects(self):
         import re
         self.assertRegex(gka_torch.__version__, r"^\d+\.\d+\.\d+$")
@@ -912,8 +1006,8 @@ class Compile(unittest.TestCase):
     opaque op each: no graph break, and compiled results equal eager ones."""
 
     @staticmethod
-    def step(x, sigma, w):
-        y = gka_attention(torch.tanh(x), sigma, window=(3, 0))
+    def step(x, sigma, w, kernel="gaussian"):
+        y = gka_attention(torch.tanh(x), sigma, window=(3, 0), kernel=kernel)
         return (y @ w).square().mean()
 
     def args(self):
@@ -921,11 +1015,11 @@ class Compile(unittest.TestCase):
         w = torch.randn(24, 24, generator=torch.Generator().manual_seed(10))
         return x.requires_grad_(), sigma.requires_grad_(), w
 
-    def check_against_eager(self, compiled):
+    def check_against_eager(self, compiled, kernel="gaussian"):
         x, sigma, w = self.args()
-        loss = self.step(x, sigma, w)
+        loss = self.step(x, sigma, w, kernel)
         dx, ds = torch.autograd.grad(loss, (x, sigma))
-        closs = compiled(x, sigma, w)
+        closs = compiled(x, sigma, w, kernel)
         cdx, cds = torch.autograd.grad(closs, (x, sigma))
         torch.testing.assert_close(closs, loss, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(cdx, dx, rtol=1e-4, atol=1e-7)
@@ -957,9 +1051,13 @@ class Compile(unittest.TestCase):
 
     @unittest.skipIf(os.environ.get("GKA_TORCH_SKIP_INDUCTOR") == "1", "GKA_TORCH_SKIP_INDUCTOR=1")
     def test_inductor(self):
-        # The default backend generates and compiles C++ for the ops around ours.
-        torch._dynamo.reset()
-        self.check_against_eager(torch.compile(self.step, fullgraph=True))
+        # The default backend generates and compiles C++ for the ops around ours,
+        # for each kernel function, with static shapes and with dynamic ones.
+        for kernel in gka_torch.KERNELS:
+            for dynamic in (False, True):
+                with self.subTest(kernel=kernel, dynamic=dynamic):
+                    torch._dynamo.reset()
+                    self.check_against_eager(torch.compile(self.step, fullgraph=True, dynamic=dynamic), kernel)
 
 
 class KernelFunctions(unittest.TestCase):
