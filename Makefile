@@ -6,7 +6,7 @@ BUILD   := build
 PREFIX  ?= /usr/local
 # The families a build compiles (cmake/GkaKernels.cmake, GKA_FAMILY_SET): quick
 # (this host's best CPU family and the fallback, no CUDA: a first build in
-# minutes) for demo, test and the rest, unless FAMILIES=all (every row of
+# minutes) for test and the rest, unless FAMILIES=all (every row of
 # cmake/families.tsv, CUDA included), which make install always builds.
 FAMILIES ?= quick
 CMAKE   := $(VENV)/bin/cmake
@@ -20,13 +20,19 @@ all: build
 setup:
 	@bash scripts/setup.sh
 
+# The variants a build compiles, of those kernels/variants.py gives its
+# families: GKA_SELECT's terms (empty: every one).
+SELECT  ?=
+CMAKE_CONFIGURE = $(CMAKE) -G Ninja -S . -DCMAKE_BUILD_TYPE=Release -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja \
+  -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
+
 # $(call configure,folder,family set,more CMake arguments): a build folder,
-# configured again only where its family set changes (CMake finds Halide in the
-# .venv's Python).
+# configured again only where its family set or SELECT changes (CMake finds
+# Halide in the .venv's Python).
 define configure
-	@if [ ! -f $(1)/build.ninja ] || ! grep -qx 'GKA_FAMILY_SET:STRING=$(2)' $(1)/CMakeCache.txt; then \
-	  $(CMAKE) -G Ninja -S . -B $(1) -DCMAKE_BUILD_TYPE=Release -DGKA_FAMILY_SET=$(2) \
-	    -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja -DPython3_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python $(3); \
+	@if [ ! -f $(1)/build.ninja ] || ! grep -qx 'GKA_FAMILY_SET:STRING=$(2)' $(1)/CMakeCache.txt || \
+	    ! grep -qx 'GKA_SELECT:STRING=$(SELECT)' $(1)/CMakeCache.txt; then \
+	  $(CMAKE_CONFIGURE) -B $(1) -DGKA_FAMILY_SET=$(2) -DGKA_SELECT="$(SELECT)" $(3); \
 	fi
 endef
 
@@ -36,21 +42,32 @@ configure: setup
 build: configure
 	@$(CMAKE) --build $(BUILD)
 
-# The demonstration and what it links alone: the generator, the kernels and libgka.
-demo: configure
+# The demonstration and what it links alone: the generator, libgka and the
+# kernels of build/, which a first make demo configures with the variants the
+# demo runs (D=64, float32, the Gaussian's forward and backward in each score
+# form) on this host's best family, and later commands use as it is (make
+# test adds the rest).
+DEMO_SELECT := pass=forward,backward head_dim=64 element=float32 function=gaussian
+demo: setup
+	@[ -f $(BUILD)/build.ninja ] || $(CMAKE_CONFIGURE) -B $(BUILD) -DGKA_FAMILY_SET=best -DGKA_SELECT="$(DEMO_SELECT)"
 	@$(CMAKE) --build $(BUILD) --target gka_demo
 	@$(BUILD)/demo/gka_demo
 
+# What the whole suite needs beyond the build (scripts/setup.sh's parts):
+# PyTorch (the gka_torch tests), the AArch64 cross toolchain and qemu (the
+# AArch64 generation and arch tests), PoCL (the CUDA schedules through OpenCL).
+TEST_PARTS := torch aarch64 opencl
 test: build
+	@bash scripts/setup.sh $(TEST_PARTS)
 	@$(CTEST) --test-dir $(BUILD) --output-on-failure -j2; status=$$?; \
 	  $(VENV)/bin/python scripts/skipped_tests.py $(BUILD); exit $$status
 
 # The C++ suite (CTest label cpp) under sanitizers, each in a build folder of its
 # own, compiled with clang: libgka's runtime and the tests are instrumented. The
 # ASan build generates its kernels with Halide's asan checks (minutes, the first
-# time), for the quick set (this machine's best CPU family and the fallback: the
-# other families' kernels share their schedules' code paths, and every family
-# would double the build); the TSan build links the main build's. TSan runs the C ABI's tests ([api], [env]: concurrency, determinism,
+# time), for this machine's best CPU family alone (FAMILIES=best: the other
+# families' kernels share their schedules' code paths, and each family would
+# add as much again); the TSan build links the main build's. TSan runs the C ABI's tests ([api], [env]: concurrency, determinism,
 # thread and family control) with more threads than cores; the accuracy tests'
 # reference loops would take it too long.
 ASAN_BUILD := build-asan
@@ -60,7 +77,7 @@ CLANG := -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 ASAN_CONFIG := $(CLANG) -DGKA_SANITIZE=$(ASAN) -DGKA_KERNEL_FEATURES=asan
 test-asan:
 	@bash scripts/setup.sh sanitizers
-	$(call configure,$(ASAN_BUILD),quick,$(ASAN_CONFIG))
+	$(call configure,$(ASAN_BUILD),best,$(ASAN_CONFIG))
 	@$(CMAKE) --build $(ASAN_BUILD) --target gka_tests gka_env_tests gka_cuda_tests
 	@$(CTEST) --test-dir $(ASAN_BUILD) -L cpp --output-on-failure -j2
 
@@ -90,7 +107,7 @@ test-aarch64: build
 FUZZ_SECONDS ?= 60
 fuzz:
 	@bash scripts/setup.sh sanitizers
-	$(call configure,$(ASAN_BUILD),quick,$(ASAN_CONFIG))
+	$(call configure,$(ASAN_BUILD),best,$(ASAN_CONFIG))
 	@$(CMAKE) --build $(ASAN_BUILD) --target gka_fuzz
 	@mkdir -p $(ASAN_BUILD)/fuzz-corpus
 	@$(ASAN_BUILD)/fuzz/gka_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 -print_final_stats=1 \
@@ -122,6 +139,7 @@ gpu-builds: setup
 # Every family of the table, so that the installed libgka runs on any host
 # of the architecture (a later make test configures the quick set again).
 install: override FAMILIES := all
+install: override SELECT :=
 install: build
 	@$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 

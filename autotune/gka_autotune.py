@@ -16,7 +16,7 @@ A shape class is a head dim, a window kind and a sequence-length range (CLASSES)
 it is tuned on one shape in it (--window, --seq-len: the class's by default; a
 search on a shape of one's own does not write the table). --all tunes each kernel,
 head dim and class in turn: the head dims the build compiles with constant loops
-(GKA_HEAD_DIMS in its CMakeCache.txt), each class with its own log.
+(its variant table, variants.tsv), each class with its own log.
 
 Each trial generates the kernel with the candidate knobs (the generator's `knobs`
 parameter), checks it against the double reference on a small problem, then times it
@@ -193,15 +193,16 @@ def parse_knobs(spec):
 
 
 def tuned_head_dims(build):
-    """The head dims the build compiles with constant loops (GKA_HEAD_DIMS in its
-    CMakeCache.txt; "any", the kernel of every other, is not tuned)."""
-    cache = os.path.join(build, "CMakeCache.txt")
-    if not os.path.exists(cache):
-        sys.exit(f"autotune: no {cache}: configure the build first (make build)")
-    found = re.search(r"^GKA_HEAD_DIMS:INTERNAL=(.*)$", open(cache).read(), re.M)
-    if not found:
-        sys.exit(f"autotune: {cache} has no GKA_HEAD_DIMS: configure it again (make build)")
-    return [int(d) for d in found.group(1).split(";") if d != "any"]
+    """The head dims the build compiles with constant loops: its variant table's
+    (build/variants.tsv, kernels/variants.py; 0, the kernel of every other head
+    dim, is not tuned)."""
+    table = os.path.join(build, "variants.tsv")
+    if not os.path.exists(table):
+        sys.exit(f"autotune: no {table}: configure the build first (make build)")
+    with open(table) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f if not line.startswith("#")]
+    column = rows[0].index("head_dim")
+    return sorted({int(r[column]) for r in rows[1:]} - {0})
 
 
 def gka_abi():
@@ -388,7 +389,7 @@ def parse_args():
     ap.add_argument("--all", action="store_true", help="tune every kernel, head dim the build compiles with "
                     "constant loops, and class in turn, each with its own log")
     ap.add_argument("--kernel", choices=KERNELS, help="default: forward")
-    ap.add_argument("--head-dim", type=int, help="a head dim of the build's GKA_HEAD_DIMS (default: its first)")
+    ap.add_argument("--head-dim", type=int, help="a head dim the build compiles with constant loops (default: the first)")
     ap.add_argument("--class", dest="shape_class", choices=list(CLASSES), help="default: long")
     ap.add_argument("--window", choices=sorted(WINDOWS), help="the tuning shape's window (default: the class's)")
     ap.add_argument("--seq-len", type=int, help="the tuning shape's length (default: the class's)")

@@ -52,12 +52,13 @@ endforeach ()
 # - quick: this machine's best CPU family and the table's last CPU row, the
 #   fallback that every host of the architecture runs, without CUDA (make demo
 #   and make test: a first build in minutes);
+# - best: this machine's best CPU family alone (make demo's first build);
 # - gpu: the fallback CPU family and CUDA (the builds make gpu-builds prepares
 #   for tests/gpu/check.sh on a GPU machine: small enough to carry there).
-set(GKA_FAMILY_SET all CACHE STRING "Families to compile: all, host (the CPU families this machine runs), quick (its best and the fallback) or gpu (the fallback and CUDA)")
-set_property(CACHE GKA_FAMILY_SET PROPERTY STRINGS all host quick gpu)
-if (NOT GKA_FAMILY_SET MATCHES "^(all|host|quick|gpu)$")
-    message(FATAL_ERROR "GKA_FAMILY_SET must be all, host, quick or gpu, not '${GKA_FAMILY_SET}'")
+set(GKA_FAMILY_SET all CACHE STRING "Families to compile: all, host (the CPU families this machine runs), quick (its best and the fallback), best (its best) or gpu (the fallback and CUDA)")
+set_property(CACHE GKA_FAMILY_SET PROPERTY STRINGS all host quick best gpu)
+if (NOT GKA_FAMILY_SET MATCHES "^(all|host|quick|best|gpu)$")
+    message(FATAL_ERROR "GKA_FAMILY_SET must be all, host, quick, best or gpu, not '${GKA_FAMILY_SET}'")
 elseif (NOT GKA_FAMILY_SET STREQUAL "all")
     file(STRINGS /proc/cpuinfo flag_lines REGEX "^(flags|Features)" LIMIT_COUNT 1)
     string(REGEX REPLACE "^(flags|Features)[ \t]*:[ ]*" "" host_flags "${flag_lines}")
@@ -76,14 +77,16 @@ elseif (NOT GKA_FAMILY_SET STREQUAL "all")
         endif ()
     endforeach ()
     list(GET GKA_FAMILIES -1 fallback)
-    if (GKA_FAMILY_SET STREQUAL "quick")
+    if (GKA_FAMILY_SET MATCHES "^(quick|best)$")
         list(SUBLIST host_families 0 1 host_families)
+    endif ()
+    if (GKA_FAMILY_SET STREQUAL "quick")
         list(APPEND host_families ${fallback})
         list(REMOVE_DUPLICATES host_families)
     elseif (GKA_FAMILY_SET STREQUAL "gpu")
         set(host_families ${fallback})
     endif ()
-    if (GKA_FAMILY_SET STREQUAL "quick")
+    if (GKA_FAMILY_SET MATCHES "^(quick|best)$")
         set(GKA_CUDA_FAMILIES "")
     endif ()
     message(STATUS "GKA_FAMILY_SET ${GKA_FAMILY_SET}: ${host_families} ${GKA_CUDA_FAMILIES} (of ${GKA_FAMILIES})")
@@ -98,7 +101,6 @@ if (GKA_KERNEL_FEATURES)
     endforeach ()
     set(GKA_RUNTIME_FEATURES -${GKA_KERNEL_FEATURES})
 endif ()
-set(GKA_KERNELS gka_forward gka_backward)
 # The kernel functions (generators/kernel_function.h, the one list of them):
 # GKA_KERNEL_FUNCTIONS, the Gaussian first.
 file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/../generators/kernel_function.h function_names
@@ -111,22 +113,15 @@ if (NOT first_function STREQUAL "gaussian")
                         "found '${GKA_KERNEL_FUNCTIONS}'")
 endif ()
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/../generators/kernel_function.h)
-# Head dims compiled with constant loops; "any" serves every other head dim.
-# Cached, for the autotuner, which tunes the others (autotune/gka_autotune.py).
-set(GKA_HEAD_DIMS 64 128 any CACHE INTERNAL "Head dims compiled with constant loops; any serves every other")
 
 # The autotuner's table (schedules/tuned.tsv), as autotune/tuned_table.py
 # resolves it: rows checked, families.tsv's knobs_from applied, each shape
-# class as numbers, written to GKA_TUNED_RESOLVED (which the tests read too).
-# The row of a (family, kernel, head dim) whose class is every shape
-# (GKA_EVERY_SHAPE) sets the knobs of its variant:
-# GKA_TUNED_<family>_<kernel>_<head_dim>. A row of a narrower class (a window
-# kind, a sequence-length range) adds a variant of its own, listed in
-# GKA_CLASSES_<family>_<kernel>_<head_dim> as
-# "window|min_seq_len|max_seq_len|knobs".
+# class as numbers, written to GKA_TUNED_RESOLVED (which kernels/variants.py
+# and the tests read). The knobs of a (family, kernel, head dim)'s class of
+# every shape are also GKA_TUNED_<family>_<kernel>_<head_dim> (head dim 0:
+# any), for the tests' own kernels.
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(GKA_TUNED_RESOLVED ${PROJECT_BINARY_DIR}/tuned_resolved.tsv)
-set(GKA_EVERY_SHAPE "any|1|0")  # window|min_seq_len|max_seq_len, max 0: no bound
 set(tuned_table ${CMAKE_CURRENT_LIST_DIR}/../schedules/tuned.tsv)
 set(tuned_table_reader ${CMAKE_CURRENT_LIST_DIR}/../autotune/tuned_table.py)
 # GKA_TUNED_MERGE: a table whose rows replace tuned.tsv's of their shape
@@ -149,15 +144,33 @@ file(STRINGS ${GKA_TUNED_RESOLVED} tuned_rows REGEX "^[^#]")
 foreach (row IN LISTS tuned_rows)
     string(REPLACE "\t" ";" fields "${row}")
     list(POP_FRONT fields family kernel head_dim window min_seq_len max_seq_len knobs)
-    if (head_dim EQUAL 0)
-        set(head_dim any)
-    endif ()
-    if ("${window}|${min_seq_len}|${max_seq_len}" STREQUAL GKA_EVERY_SHAPE)
+    if ("${window}|${min_seq_len}|${max_seq_len}" STREQUAL "any|1|0")
         set(GKA_TUNED_${family}_${kernel}_${head_dim} "${knobs}")
-    else ()
-        list(APPEND GKA_CLASSES_${family}_${kernel}_${head_dim} "${window}|${min_seq_len}|${max_seq_len}|${knobs}")
     endif ()
 endforeach ()
+
+# The kernel cache (scripts/kernel_cache.py): every custom command runs through
+# it, and a kernel's generator run whose recipe it holds is a copy. The recipe
+# file holds what the sources do not say: Halide's version and library, and
+# the compiler and flags that build the generator (a cross build's generator
+# is the host build's binary, named by its digest).
+set(GKA_KERNEL_RECIPE ${PROJECT_BINARY_DIR}/kernel_recipe.txt)
+get_target_property(halide_library Halide::Halide LOCATION)
+file(SHA256 ${halide_library} halide_digest)
+string(TOUPPER "${CMAKE_BUILD_TYPE}" build_type)
+set(recipe "halide ${Halide_VERSION} ${halide_digest}\n")
+if (GKA_GENERATOR)
+    file(SHA256 ${GKA_GENERATOR} generator_digest)
+    string(APPEND recipe "generator ${generator_digest}\n")
+else ()
+    string(APPEND recipe "compiler ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}\n"
+                         "flags ${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${build_type}}\n")
+endif ()
+file(CONFIGURE OUTPUT ${GKA_KERNEL_RECIPE} CONTENT "${recipe}")
+set_property(GLOBAL PROPERTY RULE_LAUNCH_CUSTOM
+             "${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/../scripts/kernel_cache.py --sources ${PROJECT_SOURCE_DIR} --recipe ${GKA_KERNEL_RECIPE} --")
+
+option(GKA_KERNEL_LISTINGS "Write every kernel's Halide STMT and assembly beside it (build/runtime/*.stmt, *.s)" OFF)
 
 # A build that links the kernels another build folder generated (the TSan
 # build: its kernels are the same object code, and generating them again
@@ -174,128 +187,70 @@ function(gka_import_kernel name)
                                              INTERFACE_LINK_LIBRARIES Halide::Runtime)
 endfunction()
 
-# gka_add_kernel(<kernel> <family> <head_dim> [WINDOW any|global|sliding]
-# [MIN_SEQ_LEN <n>] [MAX_SEQ_LEN <n>, 0: no bound] [KNOBS name:value,...]
-# [SCORES centred|origin|direct] [ELEMENT float32|bfloat16] [FUNCTION <kernel function>]
-# [CHUNK]) defines the static library
-# <kernel>_<family>_d<head_dim> (or _any; <kernel>_chunk_... for the CHUNK
-# variant, a chunk's pass: gka.h, gka_forward_chunk), with a suffix for a
-# narrower shape class (_sliding, _t1_2048), for bfloat16 features (_bf16) and
-# for the origin and direct score forms (_origin, _direct) and for a kernel
-# function other than the Gaussian (_laplace, _cauchy), whose function has
-# the same name, with its STMT and assembly beside it for review. It appends
-# the variant to GKA_VARIANTS_<kernel>_<cpu|cuda>, the rows of the runtime's
-# dispatch table.
-function(gka_add_kernel kernel family head_dim)
-    cmake_parse_arguments(arg "CHUNK" "KNOBS;WINDOW;MIN_SEQ_LEN;MAX_SEQ_LEN;SCORES;ELEMENT;FUNCTION" "" ${ARGN})
-    set(variants ${kernel})  # the dispatch table the variant joins
-    if (arg_CHUNK)
-        set(variants ${kernel}_chunk)
-    endif ()
-    if (NOT arg_SCORES)
-        set(arg_SCORES centred)
-    endif ()
-    if (NOT arg_FUNCTION)
-        set(arg_FUNCTION gaussian)
-    elseif (NOT arg_FUNCTION IN_LIST GKA_KERNEL_FUNCTIONS)
-        message(FATAL_ERROR "gka_add_kernel: FUNCTION must be one of ${GKA_KERNEL_FUNCTIONS} "
-                            "(generators/kernel_function.h), not '${arg_FUNCTION}'")
-    endif ()
-    if (NOT arg_ELEMENT)
-        set(arg_ELEMENT float32)
-    elseif (NOT arg_ELEMENT MATCHES "^(float32|bfloat16)$")
-        message(FATAL_ERROR "gka_add_kernel: ELEMENT must be float32 or bfloat16, not '${arg_ELEMENT}'")
-    endif ()
-    if (NOT arg_WINDOW)
-        set(arg_WINDOW any)
-    endif ()
-    if (NOT arg_MIN_SEQ_LEN)
-        set(arg_MIN_SEQ_LEN 1)
-    endif ()
-    if (NOT arg_MAX_SEQ_LEN)
-        set(arg_MAX_SEQ_LEN 0)  # no bound
-    endif ()
-    # Without KNOBS, the variant of every shape has the tuned table's knobs for
-    # it, and a narrower class's its schedule's defaults.
-    if (NOT arg_KNOBS AND "${arg_WINDOW}|${arg_MIN_SEQ_LEN}|${arg_MAX_SEQ_LEN}" STREQUAL GKA_EVERY_SHAPE)
-        set(arg_KNOBS "${GKA_TUNED_${family}_${kernel}_${head_dim}}")
-    endif ()
-    if (head_dim STREQUAL "any")
-        set(name ${variants}_${family}_any)
-        set(params PARAMS head_dim=0)
-        set(dim 0)
-    else ()
-        set(name ${variants}_${family}_d${head_dim})
-        set(params PARAMS head_dim=${head_dim})
-        set(dim ${head_dim})
-    endif ()
-    if (arg_CHUNK)
-        list(APPEND params chunk=true)
-    endif ()
-    if (NOT arg_WINDOW STREQUAL "any")
-        string(APPEND name _${arg_WINDOW})
-    endif ()
-    if (arg_MAX_SEQ_LEN)
-        string(APPEND name _t${arg_MIN_SEQ_LEN}_${arg_MAX_SEQ_LEN})
-    elseif (arg_MIN_SEQ_LEN GREATER 1)
-        string(APPEND name _t${arg_MIN_SEQ_LEN}_up)
-    endif ()
-    if (arg_KNOBS)
-        list(APPEND params knobs=${arg_KNOBS})
-    endif ()
-    list(APPEND params scores=${arg_SCORES})
-    set(element f32)
-    if (arg_ELEMENT STREQUAL "bfloat16")
-        list(APPEND params element=bfloat16)
-        string(APPEND name _bf16)
-        set(element bf16)
-        if (kernel STREQUAL "gka_forward" AND NOT arg_CHUNK AND GKA_BF16_PRODUCTS_${family} STREQUAL "yes")
-            list(APPEND params bf16_products=true)
-        endif ()
-    endif ()
-    if (arg_SCORES MATCHES "^(direct|origin)$")
-        string(APPEND name _${arg_SCORES})
-    elseif (NOT arg_SCORES STREQUAL "centred")
-        message(FATAL_ERROR "gka_add_kernel: SCORES must be centred, origin or direct (generators/score_form.h), not '${arg_SCORES}'")
-    endif ()
-    if (NOT arg_FUNCTION STREQUAL "gaussian")
-        list(APPEND params kernel_function=${arg_FUNCTION})
-        string(APPEND name _${arg_FUNCTION})
-    endif ()
-    if (GKA_KERNELS_FROM)
-        gka_import_kernel(${name})
-    else ()
-        add_halide_library(
-            ${name} FROM gka.generator
-            GENERATOR ${kernel}
-            FUNCTION_NAME ${name}
-            TARGETS ${GKA_TARGET_${family}}
-            USE_RUNTIME gka_halide_runtime
-            STMT ${name}_stmt
-            ASSEMBLY ${name}_asm
-            ${params}
-        )
-    endif ()
-    string(TOUPPER ${arg_WINDOW} window)
-    set(where cpu)
-    if (family IN_LIST GKA_CUDA_FAMILIES)
-        set(where cuda)
-    endif ()
-    set(GKA_VARIANTS_${variants}_${where} "${GKA_VARIANTS_${variants}_${where}} \\\n    GKA_VARIANT(${family}, ${dim}, ${window}, ${arg_MIN_SEQ_LEN}, ${arg_MAX_SEQ_LEN}, ${name}, \"${arg_KNOBS}\", ${arg_SCORES}, ${element}, ${arg_FUNCTION})" PARENT_SCOPE)
-    set(GKA_KERNEL_LIBRARIES ${GKA_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
-endfunction()
+# The variants (kernels/variants.py, the one place that decides which kernels
+# exist), for the families of GKA_FAMILY_SET and what GKA_SELECT keeps:
+# GKA_VARIANTS_TABLE, which the tuner and the tests read too.
+set(GKA_SELECT "" CACHE STRING
+    "Which variants to compile: field=value,... terms of pass, head_dim, element, scores, function (kernels/variants.py); empty: all")
+set(GKA_VARIANTS_TABLE ${PROJECT_BINARY_DIR}/variants.tsv)
+set(variants_script ${CMAKE_CURRENT_LIST_DIR}/../kernels/variants.py)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${variants_script})
+string(REPLACE ";" "," build_families "${GKA_FAMILIES};${GKA_CUDA_FAMILIES}")
+string(REPLACE ";" "," functions "${GKA_KERNEL_FUNCTIONS}")
+execute_process(COMMAND ${Python3_EXECUTABLE} ${variants_script} --families ${CMAKE_CURRENT_LIST_DIR}/families.tsv
+                        --build-families ${build_families} --functions ${functions} --tuned ${GKA_TUNED_RESOLVED}
+                        --select "${GKA_SELECT}" --out ${GKA_VARIANTS_TABLE}
+                RESULT_VARIABLE failed ERROR_VARIABLE why)
+if (failed)
+    message(FATAL_ERROR "${why}")
+endif ()
 
-# gka_add_kernel for a (kernel, family, head dim) and for each narrower shape
-# class the tuned table has for it; further arguments (ELEMENT) go to each.
-# (The direct score form, the fallback for inputs the expansions do not
-# serve, is one "any" variant per CPU family and element type:
-# runtime/CMakeLists.txt.)
-macro(gka_add_kernel_and_classes kernel family head_dim)
-    gka_add_kernel(${kernel} ${family} ${head_dim} ${ARGN})
-    foreach (class IN LISTS GKA_CLASSES_${family}_${kernel}_${head_dim})
-        string(REPLACE "|" ";" class "${class}")
-        list(POP_FRONT class window min_seq_len max_seq_len knobs)
-        gka_add_kernel(${kernel} ${family} ${head_dim} WINDOW ${window} MIN_SEQ_LEN ${min_seq_len}
-                       MAX_SEQ_LEN ${max_seq_len} KNOBS "${knobs}" ${ARGN})
+# gka_add_variants(): a static library for each row of the variants table,
+# named as its kernel (or imported from GKA_KERNELS_FROM), appended to
+# GKA_KERNEL_LIBRARIES; and the runtime's dispatch lists,
+# GKA_VARIANTS_<pass>_<cpu|cuda>, of GKA_VARIANT(...) entries: the rows' fields.
+function(gka_add_variants)
+    file(STRINGS ${GKA_VARIANTS_TABLE} rows REGEX "^[^#]")
+    list(POP_FRONT rows)  # the header
+    set(libraries "")
+    foreach (row IN LISTS rows)
+        string(REPLACE "\t" ";" fields "${row}")
+        list(POP_FRONT fields name pass device family generator head_dim window min_seq_len max_seq_len knobs scores
+             element function params)
+        if (knobs STREQUAL "-")
+            set(knobs "")
+        endif ()
+        string(REPLACE " " ";" params "${params}")
+        # Listings where a check reads them (writing them is about a quarter of
+        # a generator run): the PTX in a CUDA kernel's STMT (the spill guard,
+        # tests/CMakeLists.txt), a NEON kernel's assembly (its spill guard);
+        # every kernel's STMT and assembly with GKA_KERNEL_LISTINGS, for people.
+        set(listings "")
+        if (GKA_KERNEL_LISTINGS)
+            set(listings STMT ${name}_stmt ASSEMBLY ${name}_asm)
+        elseif (device STREQUAL "cuda")
+            set(listings STMT ${name}_stmt)
+        elseif (GKA_TARGET_${family} MATCHES "^arm-")
+            set(listings ASSEMBLY ${name}_asm)
+        endif ()
+        if (GKA_KERNELS_FROM)
+            gka_import_kernel(${name})
+        else ()
+            add_halide_library(${name} FROM gka.generator GENERATOR ${generator} FUNCTION_NAME ${name}
+                               TARGETS ${GKA_TARGET_${family}} USE_RUNTIME gka_halide_runtime ${listings}
+                               PARAMS ${params})
+        endif ()
+        list(APPEND libraries ${name})
+        string(TOUPPER "${window}" window)
+        string(REPLACE "float32" "f32" element "${element}")
+        string(REPLACE "bfloat16" "bf16" element "${element}")
+        string(APPEND GKA_VARIANTS_${pass}_${device} " \\\n    GKA_VARIANT(${family}, ${head_dim}, ${window}, "
+               "${min_seq_len}, ${max_seq_len}, ${name}, \"${knobs}\", ${scores}, ${element}, ${function})")
     endforeach ()
-endmacro()
+    set(GKA_KERNEL_LIBRARIES ${libraries} PARENT_SCOPE)
+    foreach (pass forward backward decode forward_chunk backward_chunk)
+        foreach (device cpu cuda)
+            set(GKA_VARIANTS_${pass}_${device} "${GKA_VARIANTS_${pass}_${device}}" PARENT_SCOPE)
+        endforeach ()
+    endforeach ()
+endfunction()

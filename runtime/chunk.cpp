@@ -102,8 +102,12 @@ gka_status gka_forward_chunk(gka_shape shape, gka_chunk chunk, gka_window window
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     const ChunkWindow w = chunk_window(shape, chunk, window);
     const auto *k = gka::forward_chunk_variant(f->name, gka::internal::kernel_function(), shape.head_dim);
+    if (k == nullptr) {
+        return gka::not_built("forward_chunk", f->name, gka::internal::kernel_function(), shape.head_dim,
+                              gka::Element::f32);
+    }
     gka::DenormalsFlushed flushed;
-    return gka::internal::ran(k->name, k->run(xb, kb, sb, w.shift, w.left, w.right, yb, lb, spread),
+    return gka::internal::ran(k, k->run(xb, kb, sb, w.shift, w.left, w.right, yb, lb, spread),
                               GKA_ERR_INTERNAL);
 }
 
@@ -135,9 +139,13 @@ gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_window windo
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     const ChunkWindow w = chunk_window(shape, chunk, window);
     const auto *k = gka::backward_chunk_variant(f->name, gka::internal::kernel_function(), shape.head_dim);
+    if (k == nullptr) {
+        return gka::not_built("backward_chunk", f->name, gka::internal::kernel_function(), shape.head_dim,
+                              gka::Element::f32);
+    }
     gka::DenormalsFlushed flushed;
     return gka::internal::ran(
-        k->name, k->run(xb, kb, sb, yb, lb, dyb, w.shift, w.left, w.right, dxb, dkb, dsb, spread), GKA_ERR_INTERNAL);
+        k, k->run(xb, kb, sb, yb, lb, dyb, w.shift, w.left, w.right, dxb, dkb, dsb, spread), GKA_ERR_INTERNAL);
 }
 
 }  // extern "C"

@@ -20,12 +20,15 @@ gka_status run_forward(const char *call, const char *family, gka_shape shape, gk
     const auto *k = gka::cuda_forward_variant(family, kernel_function(), D,
                                               gka::window_kind(window.left, window.right, T_), T_,
                                               gka::internal::ElementOf<T>::element);
+    if (k == nullptr) {
+        return gka::not_built("forward", family, kernel_function(), D, gka::internal::ElementOf<T>::element);
+    }
     // The CUDA kernels run the direct form alone: the spread, which chooses
     // the form on the CPU, is not read back (that would synchronize the stream).
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));
     const int code = k->run(&context, &xb.buf, &sb.buf, w.left, w.right, &yb.buf, &lb.buf, spread.raw_buffer());
     spread.device_free(&context);
-    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+    return gka::internal::ran(k, code, GKA_ERR_DEVICE);
 }
 
 template <class T>
@@ -41,11 +44,14 @@ gka_status run_backward(const char *call, const char *family, gka_shape shape, g
     const auto *k = gka::cuda_backward_variant(family, kernel_function(), D,
                                                gka::window_kind(window.left, window.right, T_), T_,
                                                gka::internal::ElementOf<T>::element);
+    if (k == nullptr) {
+        return gka::not_built("backward", family, kernel_function(), D, gka::internal::ElementOf<T>::element);
+    }
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back, as in the forward
     const int code = k->run(&context, &xb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.left, w.right, &dxb.buf,
                             &dsb.buf, spread.raw_buffer());
     spread.device_free(&context);
-    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+    return gka::internal::ran(k, code, GKA_ERR_DEVICE);
 }
 
 // The element types the entry points below and cuda_varlen.cpp run.

@@ -40,11 +40,14 @@ gka_status gka_forward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window w
     const gka::internal::ChunkWindow w = gka::internal::chunk_window(shape, chunk, window);
     CallContext context{stream};
     const auto *k = gka::cuda_forward_chunk_variant(family, gka::internal::kernel_function(), D);
+    if (k == nullptr) {
+        return gka::not_built("forward_chunk", family, gka::internal::kernel_function(), D, gka::Element::f32);
+    }
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back
     const int code = k->run(&context, &xb.buf, &kb.buf, &sb.buf, w.shift, w.left, w.right, &yb.buf, &lb.buf,
                             spread.raw_buffer());
     spread.device_free(&context);
-    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+    return gka::internal::ran(k, code, GKA_ERR_DEVICE);
 }
 
 gka_status gka_backward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
@@ -72,11 +75,14 @@ gka_status gka_backward_chunk_cuda(gka_shape shape, gka_chunk chunk, gka_window 
     const gka::internal::ChunkWindow w = gka::internal::chunk_window(shape, chunk, window);
     CallContext context{stream};
     const auto *k = gka::cuda_backward_chunk_variant(family, gka::internal::kernel_function(), D);
+    if (k == nullptr) {
+        return gka::not_built("backward_chunk", family, gka::internal::kernel_function(), D, gka::Element::f32);
+    }
     Halide::Runtime::Buffer<float, 2> spread(static_cast<int>(H), static_cast<int>(B));  // not read back
     const int code = k->run(&context, &xb.buf, &kb.buf, &sb.buf, &yb.buf, &lb.buf, &dyb.buf, w.shift, w.left,
                             w.right, &dxb.buf, &dkb.buf, &dsb.buf, spread.raw_buffer());
     spread.device_free(&context);
-    return gka::internal::ran(k->name, code, GKA_ERR_DEVICE);
+    return gka::internal::ran(k, code, GKA_ERR_DEVICE);
 }
 
 }  // extern "C"

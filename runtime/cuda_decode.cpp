@@ -44,11 +44,15 @@ gka_status decode(const char *call, gka_shape shape, int64_t capacity, gka_windo
     CallContext context{stream};
     const auto *k =
         gka::cuda_decode_variant(family, gka::internal::kernel_function(), D, gka::internal::ElementOf<T>::element);
+    if (k == nullptr) {
+        return gka::not_built("decode", family, gka::internal::kernel_function(), D,
+                              gka::internal::ElementOf<T>::element);
+    }
     // A span past the capacity reaches what a span of the capacity does (check_decode).
     const int32_t left = gka::internal::kernel_window(window, capacity).left;
     const int code = k->run(&context, &xb.buf, &cb.buf, lengths.raw_buffer(), &sb.buf, left, &yb.buf, &lb.buf);
     lengths.device_free(&context);
-    if (gka_status s = gka::internal::ran(k->name, code, GKA_ERR_DEVICE); s != GKA_OK) return s;
+    if (gka_status s = gka::internal::ran(k, code, GKA_ERR_DEVICE); s != GKA_OK) return s;
     // The new tokens' features into their slots (the last `capacity` of them),
     // on the same stream: after the kernels have read the cache. The slots of a
     // sequence are one run, or two where the ring wraps.

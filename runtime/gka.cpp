@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "HalideBuffer.h"
 #include "HalideRuntime.h"
@@ -26,6 +27,7 @@ using Halide::Runtime::Buffer;
 
 thread_local std::string last_error;
 thread_local const char *last_kernel = "";
+thread_local int last_rank = -1;  // last_kernel's fallback rank (internal.h)
 // gka_set_kernel: the calling thread's, so that threads running different
 // kernels at once (a trainer's, a test's) never see one another's.
 thread_local gka::KernelFunction kernel_function = gka::KernelFunction::gaussian;
@@ -145,11 +147,12 @@ gka_status from_halide(int code, const std::string &where, gka_status other) {
     return ::fail(memory ? GKA_ERR_OUT_OF_MEMORY : other,
                   where + ": error " + std::to_string(code) + ": " + last_error);
 }
-gka_status ran(const char *kernel, int code, gka_status other) {
+gka_status ran(const char *kernel, int code, gka_status other, int fallback_rank) {
     gka_status s = from_halide(code, kernel, other);
-    if (s == GKA_OK) last_kernel = kernel;
+    if (s == GKA_OK) last_kernel = kernel, last_rank = fallback_rank;
     return s;
 }
+int last_fallback_rank() { return last_rank; }
 void initialize_once() { std::call_once(initialized, initialize); }
 gka::KernelFunction kernel_function() { return ::kernel_function; }
 const gka::CpuFamily *cpu_family() { return current_family(); }
@@ -298,34 +301,27 @@ bool origin_may_serve(const T *x, const gka_shape &s, const float *sigma) {
     return true;
 }
 
-// The score forms a call tries in turn: each until one serves its inputs,
-// the direct form (which serves every input) last.
-// The kernel functions other than the Gaussian have the direct form alone
-// (generators/gka_math.h, kernel_scores).
-struct FormsToTry {
-    gka::ScoreForm forms[3];
-    int count = 0;
-
-    FormsToTry(bool origin, bool centred) {
-        const bool expansions = kernel_function == gka::KernelFunction::gaussian;
-        if (origin && expansions) forms[count++] = gka::ScoreForm::origin;
-        if (centred && expansions) forms[count++] = gka::ScoreForm::centred;
-        forms[count++] = gka::ScoreForm::direct;
-    }
-};
-
-// Runs the variants that `pick` gives for `try_forms` in turn; `run` runs
-// one, writing the spread.
-template <class Pick, class Run>
-gka_status run_serving_form(const FormsToTry &try_forms, Pick pick, Run run, const Buffer<float, 2> &spread,
-                            const float *sigma) {
-    for (int n = 0;; n++) {
-        const auto *k = pick(try_forms.forms[n]);
+// Runs the score forms a call tries, in turn, of those the build compiled
+// (kernels/variants.py: the expansions for the Gaussian alone, whose origin
+// form the forward's alone; the direct form, which serves every input): the
+// origin's expansion where `origin`, the centred one where `centred`, then the
+// direct form, each until one serves the inputs. `pick` gives a form's variant
+// (null: not compiled), `run` runs one, writing the spread; `not_built` is the
+// error of a call that no compiled form serves.
+template <class Pick, class Run, class NotBuilt>
+gka_status run_serving_form(bool origin, bool centred, Pick pick, Run run, const Buffer<float, 2> &spread,
+                            const float *sigma, NotBuilt not_built) {
+    const std::pair<gka::ScoreForm, bool> forms[] = {
+        {gka::ScoreForm::origin, origin}, {gka::ScoreForm::centred, centred}, {gka::ScoreForm::direct, true}};
+    for (const auto &[form, wanted] : forms) {
+        const auto *k = wanted ? pick(form) : nullptr;
+        if (k == nullptr) continue;
         const int code = run(k);
-        if (n + 1 == try_forms.count || code != 0 || expansion_serves(spread, sigma)) {
-            return gka::internal::ran(k->name, code, GKA_ERR_INTERNAL);
+        if (code != 0 || form == gka::ScoreForm::direct || expansion_serves(spread, sigma)) {
+            return gka::internal::ran(k, code, GKA_ERR_INTERNAL);
         }
     }
+    return not_built();
 }
 
 template <class T>
@@ -345,16 +341,18 @@ gka_status forward(gka_shape shape, gka_window window, const T *x, const float *
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
     const ScoreSetting setting = score_setting;
-    const bool origin = kernel_function == gka::KernelFunction::gaussian &&
+    auto pick = [&](gka::ScoreForm form) {
+        return gka::forward_variant(f->name, kernel_function, shape.head_dim, kind, shape.seq_len, form,
+                                    ElementOf<T>::element);
+    };
+    // The origin's samples are read only where its variant exists (the Gaussian's).
+    const bool origin = pick(gka::ScoreForm::origin) != nullptr &&
                         (setting == ScoreSetting::origin ||
                          (setting == ScoreSetting::automatic && origin_may_serve(x, shape, sigma)));
     return run_serving_form(
-        FormsToTry(origin, setting != ScoreSetting::direct),
-        [&](gka::ScoreForm form) {
-            return gka::forward_variant(f->name, kernel_function, shape.head_dim, kind, shape.seq_len, form,
-                                        ElementOf<T>::element);
-        },
-        [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread, sigma);
+        origin, setting != ScoreSetting::direct, pick,
+        [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread, sigma,
+        [&] { return gka::not_built("forward", f->name, kernel_function, shape.head_dim, ElementOf<T>::element); });
 }
 
 template <class T>
@@ -377,13 +375,14 @@ gka_status backward(gka_shape shape, gka_window window, const T *x, const float 
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
     return run_serving_form(
-        FormsToTry(false, score_setting != ScoreSetting::direct && !self_only(w, shape)),
+        false, score_setting != ScoreSetting::direct && !self_only(w, shape),
         [&](gka::ScoreForm form) {
             return gka::backward_variant(f->name, kernel_function, shape.head_dim, kind, shape.seq_len, form,
                                          ElementOf<T>::element);
         },
         [&](const auto *k) { return k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread); }, spread,
-        sigma);
+        sigma,
+        [&] { return gka::not_built("backward", f->name, kernel_function, shape.head_dim, ElementOf<T>::element); });
 }
 
 template <class T>
@@ -409,8 +408,11 @@ gka_status decode(gka_shape shape, int64_t capacity, gka_window window, const T 
     // A span past the capacity reaches what a span of the capacity does (check_decode).
     const int32_t left = kernel_window(window, capacity).left;
     const auto *k = gka::decode_variant(f->name, kernel_function, shape.head_dim, ElementOf<T>::element);
+    if (k == nullptr) {
+        return gka::not_built("decode", f->name, kernel_function, shape.head_dim, ElementOf<T>::element);
+    }
     gka::DenormalsFlushed flushed;
-    if (gka_status s = gka::internal::ran(k->name, k->run(xb, cb, lengths, sb, left, yb, lb), GKA_ERR_INTERNAL);
+    if (gka_status s = gka::internal::ran(k, k->run(xb, cb, lengths, sb, left, yb, lb), GKA_ERR_INTERNAL);
         s != GKA_OK) {
         return s;
     }
@@ -512,23 +514,30 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     for (size_t k = 1; k < std::size(gka::kernel_function_names); k++) {
         if (strip(std::string("_") + gka::kernel_function_names[k])) function = gka::KernelFunction(k);
     }
-    gka::ScoreForm scores = strip("_direct")   ? gka::ScoreForm::direct
-                            : strip("_origin") ? gka::ScoreForm::origin
-                                               : gka::ScoreForm::centred;
+    const bool direct = strip("_direct"), origin = !direct && strip("_origin");
     const bool bf16 = strip("_bf16");
     const gka::Element element = bf16 ? gka::Element::bf16 : gka::Element::f32;
-    if (scores == gka::ScoreForm::origin && p != "forward") return nullptr;  // the forward's form alone
-    if (function != gka::KernelFunction::gaussian) {  // the direct form alone
-        if (scores == gka::ScoreForm::origin) return nullptr;
-        scores = gka::ScoreForm::direct;
+    // The CPU forward and backward by form: the suffix's, else the centred
+    // form's, or where the build has none (a kernel function other than the
+    // Gaussian: kernels/variants.py) the direct form's.
+    std::vector<gka::ScoreForm> forms{gka::ScoreForm::centred, gka::ScoreForm::direct};
+    if (direct || origin) forms = {direct ? gka::ScoreForm::direct : gka::ScoreForm::origin};
+    for (gka::ScoreForm scores : forms) {
+        if (p == "forward") {
+            pick(gka::forward_variant(family, function, shape.head_dim, kind, shape.seq_len, scores, element));
+        } else if (p == "backward") {
+            pick(gka::backward_variant(family, function, shape.head_dim, kind, shape.seq_len, scores, element));
+        }
+        if (name) break;
     }
-    // A CPU family's name finds no CUDA variant and a CUDA family's no CPU one
-    // (the CUDA kernels are the direct form, whatever the pass's suffix says).
-    if (p == "forward") {
-        pick(gka::forward_variant(family, function, shape.head_dim, kind, shape.seq_len, scores, element));
+    // The passes of the direct form alone, and a CUDA family's variants (a CPU
+    // family's name finds none), which are the direct form's whatever the
+    // suffix says; the origin form is the forward's alone.
+    if (origin && p != "forward") {
+        return nullptr;
+    } else if (p == "forward") {
         pick(gka::cuda_forward_variant(family, function, shape.head_dim, kind, shape.seq_len, element));
     } else if (p == "backward") {
-        pick(gka::backward_variant(family, function, shape.head_dim, kind, shape.seq_len, scores, element));
         pick(gka::cuda_backward_variant(family, function, shape.head_dim, kind, shape.seq_len, element));
     } else if (p == "decode") {
         pick(gka::decode_variant(family, function, shape.head_dim, element));

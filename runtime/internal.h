@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "../generators/kernel_function.h"
+#include "../generators/score_form.h"
 #include "gka/gka.h"
 
 namespace gka {
@@ -25,8 +26,20 @@ const std::string &last_message();  // also what Halide's error handler recorded
 // variant that ran): GKA_OK, GKA_ERR_OUT_OF_MEMORY, or `other`, with the message.
 gka_status from_halide(int code, const std::string &where, gka_status other);
 // from_halide for the kernel variant `kernel`, which on success becomes this
-// thread's gka_last_kernel().
-gka_status ran(const char *kernel, int code, gka_status other);
+// thread's gka_last_kernel(), and its fallback rank this thread's
+// last_fallback_rank() (-1: no kernel ran).
+gka_status ran(const char *kernel, int code, gka_status other, int fallback_rank = -1);
+int last_fallback_rank();
+// How far along the score forms a call tries `form` is: the expansion about
+// the origin first, then the centred one, the direct form last.
+inline int fallback_rank(ScoreForm form) {
+    return form == ScoreForm::origin ? 0 : form == ScoreForm::centred ? 1 : 2;
+}
+// ran for a variant (kernel_variants.h), by its fields.
+template <class Variant>
+gka_status ran(const Variant *v, int code, gka_status other) {
+    return ran(v->name, code, other, fallback_rank(v->form));
+}
 // Installs Halide's error handler and reads the environment, once.
 void initialize_once();
 // The CPU family that runs now (forced or the best the host runs), or null
@@ -73,14 +86,6 @@ gka_status check_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const
                         const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers,
                         bool sigma_on_host = true);
 
-// How far along the forms a call tries a variant's name says it is: 0 for the
-// expansion about the origin (tried first), 1 for the centred one, 2 for the
-// direct form.
-inline int fallback_rank(const char *variant) {
-    if (std::strstr(variant, "_direct") != nullptr) return 2;
-    return std::strstr(variant, "_origin") != nullptr ? 0 : 1;
-}
-
 // Runs `one(sequence_shape, first_token)` on each non-empty sequence in order;
 // then names, as gka_last_kernel(), the variant of the furthest form any
 // sequence ran (it is the one to look for where results differ), the last
@@ -88,6 +93,7 @@ inline int fallback_rank(const char *variant) {
 template <class One>
 gka_status each_sequence(const gka_shape &shape, const int64_t *cu_seqlens, One one) {
     const char *reported = "";  // the variants' names are static; "" if every sequence is empty
+    int reported_rank = -1;
     for (int64_t s = 0; s < shape.batch; s++) {
         const int64_t length = cu_seqlens[s + 1] - cu_seqlens[s];
         if (length == 0) continue;
@@ -95,8 +101,10 @@ gka_status each_sequence(const gka_shape &shape, const int64_t *cu_seqlens, One 
             status != GKA_OK) {
             return fail(status, "sequence " + std::to_string(s) + ": " + last_message());
         }
-        const char *variant = gka_last_kernel();
-        if (*reported == '\0' || fallback_rank(variant) >= fallback_rank(reported)) reported = variant;
+        if (*reported == '\0' || last_fallback_rank() >= reported_rank) {
+            reported = gka_last_kernel();
+            reported_rank = last_fallback_rank();
+        }
     }
     return ran(reported, 0, GKA_ERR_INTERNAL);
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "arch.h"
+#include "internal.h"
 #include "gka_kernel_variants.h"  // generated: the families, the kernels' headers and the variant lists
 
 namespace gka {
@@ -99,6 +100,17 @@ const Variant<CudaBackwardChunkKernel> *cuda_backward_chunk_variant(const char *
 }
 
 const std::vector<CudaFamily> &cuda_families() { return cuda_family_list; }
+
+gka_status not_built(const char *pass, const char *family, KernelFunction function, int64_t head_dim,
+                     Element element) {
+    return internal::fail(GKA_ERR_UNSUPPORTED,
+                          std::string("this libgka has no ") + pass + " kernel for family " + family + ", head dim " +
+                              std::to_string(head_dim) + ", " + (element == Element::bf16 ? "bfloat16" : "float32") +
+                              " features and the kernel function " + kernel_function_names[int(function)] +
+                              ": its build compiled the variants that " GKA_SELECTION
+                              " selects (kernels/variants.py); build with GKA_SELECT empty for every variant "
+                              "(make build, make install and the wheel do)");
+}
 
 bool CpuFamily::host_supports() const {
     // Asked on every call (dispatch); the host does not change, so each

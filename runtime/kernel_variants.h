@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "HalideRuntime.h"
+#include "gka/gka.h"
 #include "../generators/kernel_function.h"  // which kernel weighs a variant's pairs
 #include "../generators/score_form.h"       // how a variant forms |x_i - x_j|^2
 
@@ -115,6 +116,10 @@ const Variant<CudaForwardChunkKernel> *cuda_forward_chunk_variant(const char *fa
                                                                   int64_t head_dim);
 const Variant<CudaBackwardChunkKernel> *cuda_backward_chunk_variant(const char *family, KernelFunction,
                                                                     int64_t head_dim);
+
+// The error of a call whose variant the build left out (kernels/variants.py,
+// GKA_SELECT): GKA_ERR_UNSUPPORTED, naming the variant and the build option.
+gka_status not_built(const char *pass, const char *family, KernelFunction, int64_t head_dim, Element);
 
 // The CUDA families compiled in, best first, each with the compute capability
 // its PTX targets (major * 10 + minor).
