@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
 
-apt_packages=(catch2 libbenchmark-dev libopenblas-dev pkg-config python3-venv valgrind)
+apt_packages=(catch2 ccache libbenchmark-dev libopenblas-dev pkg-config python3-venv valgrind)
 for part in "$@"; do
   case "$part" in
     sanitizers) apt_packages+=(clang libclang-rt-dev) ;;
