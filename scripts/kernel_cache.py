@@ -20,7 +20,6 @@ $XDG_CACHE_HOME/gka/kernels); GKA_KERNEL_CACHE=off runs every command. A
 stored entry is never changed: one recipe, one set of files.
 
 usage: kernel_cache.py --sources SRC --recipe FILE -- COMMAND...
-       kernel_cache.py --key --sources SRC --recipe FILE -- COMMAND...  (prints the key)
 """
 import hashlib
 import os
@@ -114,7 +113,6 @@ def run_cached(root, recipe_file, command):
 
 
 def main(argv):
-    key_only = "--key" in argv[:argv.index("--")] if "--" in argv else False
     try:
         split = argv.index("--")
         options, command = argv[:split], argv[split + 1:]
@@ -123,13 +121,6 @@ def main(argv):
     except (ValueError, IndexError):
         print(__doc__, file=sys.stderr)
         return 2
-    if key_only:
-        parsed = kernel_command(command)
-        if parsed is None:
-            print("kernel_cache: not a kernel's generator command", file=sys.stderr)
-            return 2
-        print(recipe_key(root, recipe_file, parsed[2]))
-        return 0
     return run_cached(root, recipe_file, command)
 
 
