@@ -26,6 +26,9 @@ import collections
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "autotune"))
+import tuned_table  # noqa: E402  (the tables' reader: cmake/families.tsv, the resolved tuned table)
+
 HEAD_DIMS = (64, 128, 0)  # 64 and 128 with constant loops; 0 serves every other head dim
 ELEMENTS = ("float32", "bfloat16")
 PASSES = ("forward", "backward", "decode", "forward_chunk", "backward_chunk")
@@ -39,24 +42,13 @@ Variant = collections.namedtuple(
 SELECTABLE = {"pass": PASSES, "head_dim": ("64", "128", "any"), "element": ELEMENTS, "scores": FORMS, "function": None}
 
 
-def read_tsv(path):
-    with open(path) as f:
-        rows = [line.rstrip("\n").split("\t") for line in f if line.strip() and not line.startswith("#")]
-    return [dict(zip(rows[0], r)) for r in rows[1:]]
-
-
 def tuned_classes(path):
-    """{(family, generator, head_dim): [(window, min, max, knobs), ...]}: the resolved
-    tuned table (autotune/tuned_table.py), the class of every shape first."""
-    classes = collections.defaultdict(list)
-    with open(path) as f:
-        for line in f:
-            if line.startswith("#") or not line.strip():
-                continue
-            family, kernel, head_dim, window, lo, hi, knobs = line.rstrip("\n").split("\t")
-            entry = (window, int(lo), int(hi), knobs)
-            key = (family, kernel, int(head_dim))
-            classes[key].insert(0, entry) if entry[:3] == EVERY_SHAPE else classes[key].append(entry)
+    """{(family, generator, head_dim): {(window, min, max): knobs}}, in the order of
+    the resolved tuned table (autotune/tuned_table.py --resolve)."""
+    classes = collections.defaultdict(dict)
+    for _, fields in tuned_table.data_lines(path):
+        family, kernel, head_dim, window, lo, hi, knobs = fields
+        classes[family, kernel, int(head_dim)][window, int(lo), int(hi)] = knobs
     return classes
 
 
@@ -98,14 +90,13 @@ def variants(families, functions, tuned):
         family, kind, products = f["family"], f["kind"], f["bf16_products"] == "yes"
 
         def add(pass_, head_dim, element, function, scores, classes=False):
-            rows = tuned.get((family, "gka_" + pass_.replace("_chunk", ""), head_dim), [])
-            every = [r for r in rows if r[:3] == EVERY_SHAPE]
-            knobs = every[0][3] if every else ""
-            out.append(make(family, kind, products, pass_, head_dim, element, function, scores, knobs=knobs))
-            for window, lo, hi, class_knobs in (rows if classes else []):
-                if (window, lo, hi) != EVERY_SHAPE:
-                    out.append(make(family, kind, products, pass_, head_dim, element, function, scores,
-                                    (window, lo, hi), class_knobs))
+            tuned_knobs = tuned.get((family, "gka_" + pass_.replace("_chunk", ""), head_dim), {})
+            out.append(make(family, kind, products, pass_, head_dim, element, function, scores,
+                            knobs=tuned_knobs.get(EVERY_SHAPE, "")))
+            for shape, class_knobs in (tuned_knobs.items() if classes else ()):
+                if shape != EVERY_SHAPE:
+                    out.append(make(family, kind, products, pass_, head_dim, element, function, scores, shape,
+                                    class_knobs))
 
         for pass_ in ("forward", "backward"):
             for head_dim in HEAD_DIMS:
@@ -183,7 +174,7 @@ def main():
     args = ap.parse_args()
     functions = args.functions.split(",")
     wanted = [name for name in args.build_families.split(",") if name]
-    rows = {f["family"]: f for f in read_tsv(args.families)}
+    rows = {f["family"]: f for f in tuned_table.families(args.families)}
     try:
         chosen = parse_selection(args.select, functions)
     except ValueError as e:
