@@ -9,7 +9,9 @@
 //
 //     gka_ab OLD/libgka.so NEW/libgka.so [rounds] [cpu family] [NEW's score form]
 //
-// The family defaults to the new library's best on this host.
+// The family defaults to the new library's best on this host. GKA_AB_HEAD_DIMS
+// (comma-separated) replaces the head dims 64 and 128; GKA_AB_BF16=1 times the
+// bfloat16 calls instead of the float32 ones.
 //
 // The score form (gka_set_score_form: "centred" times the forward's centred
 // kernel on these inputs, which "auto" runs about the origin) is set in the new
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gka/gka.h"
@@ -30,10 +33,14 @@ namespace {
 
 using Forward = decltype(&gka_forward);
 using Backward = decltype(&gka_backward);
+using ForwardBf16 = decltype(&gka_forward_bf16);
+using BackwardBf16 = decltype(&gka_backward_bf16);
 
 struct Library {
     Forward forward;
     Backward backward;
+    ForwardBf16 forward_bf16;
+    BackwardBf16 backward_bf16;
     const char *family;  // the CPU family it runs
 };
 
@@ -55,6 +62,8 @@ Library load(const char *path, const char *family, const char *score_form = null
     }
     return {reinterpret_cast<Forward>(dlsym(handle, "gka_forward")),
             reinterpret_cast<Backward>(dlsym(handle, "gka_backward")),
+            reinterpret_cast<ForwardBf16>(dlsym(handle, "gka_forward_bf16")),
+            reinterpret_cast<BackwardBf16>(dlsym(handle, "gka_backward_bf16")),
             reinterpret_cast<decltype(&gka_cpu_family)>(dlsym(handle, "gka_cpu_family"))()};
 }
 
@@ -80,14 +89,28 @@ int main(int argc, char **argv) {
     struct Case {
         int64_t head_dim;
         gka_window window;
-        const char *name;
+        std::string name;
     };
-    const Case cases[] = {{64, {-1, 0}, "causal D=64"},
-                          {128, {-1, 0}, "causal D=128"},
-                          {64, {255, 0}, "(255, 0) D=64"},
-                          {128, {255, 0}, "(255, 0) D=128"}};
-    std::printf("%d rounds (the first dropped), family %s, new's score form %s; time new / old\n", rounds, family,
-                score_form ? score_form : "(default)");
+    std::vector<int64_t> head_dims = {64, 128};
+    if (const char *dims = std::getenv("GKA_AB_HEAD_DIMS")) {
+        head_dims.clear();
+        for (const char *p = dims; *p;) {
+            char *end = nullptr;
+            head_dims.push_back(std::strtoll(p, &end, 10));
+            if (end == p || head_dims.back() < 1) {
+                std::fprintf(stderr, "gka_ab: GKA_AB_HEAD_DIMS is head dims separated by commas, not '%s'\n", dims);
+                return 2;
+            }
+            p = *end == ',' ? end + 1 : end;
+        }
+    }
+    const bool bf16 = std::getenv("GKA_AB_BF16") && std::string(std::getenv("GKA_AB_BF16")) == "1";
+    std::vector<Case> cases;
+    for (gka_window w : {gka_window{-1, 0}, gka_window{255, 0}})
+        for (int64_t D : head_dims)
+            cases.push_back({D, w, std::string(w.left < 0 ? "causal" : "(255, 0)") + " D=" + std::to_string(D)});
+    std::printf("%d rounds (the first dropped), family %s, new's score form %s, %s; time new / old\n", rounds,
+                family, score_form ? score_form : "(default)", bf16 ? "bfloat16" : "float32");
     for (const Case &c : cases) {
         const gka_shape shape{1, 4096, 8, c.head_dim};
         const size_t n = size_t(shape.seq_len * shape.heads * shape.head_dim);
@@ -97,6 +120,8 @@ int main(int argc, char **argv) {
         std::vector<float> sigma(size_t(shape.heads), 1.0f), dsigma(size_t(shape.heads));
         for (float &v : x) v = normal(rng);
         for (float &v : dy) v = normal(rng);
+        std::vector<gka_bf16> x16(n), y16(n), dy16(n), dx16(n);
+        for (size_t k = 0; k < n; k++) x16[k] = gka_bf16_from_float(x[k]), dy16[k] = gka_bf16_from_float(dy[k]);
         std::vector<double> ms[2][2];  // [library][forward, backward]
         for (int round = 0; round < rounds; round++) {
             for (int k = 0; k < 2; k++) {
@@ -104,13 +129,17 @@ int main(int argc, char **argv) {
                 const Library &lib = libraries[which];
                 const auto t0 = std::chrono::steady_clock::now();
                 const gka_status forward =
-                    lib.forward(shape, c.window, x.data(), sigma.data(), y.data(), lse.data());
+                    bf16 ? lib.forward_bf16(shape, c.window, x16.data(), sigma.data(), y16.data(), lse.data())
+                         : lib.forward(shape, c.window, x.data(), sigma.data(), y.data(), lse.data());
                 const auto t1 = std::chrono::steady_clock::now();
-                const gka_status backward = lib.backward(shape, c.window, x.data(), sigma.data(), y.data(),
-                                                         lse.data(), dy.data(), dx.data(), dsigma.data());
+                const gka_status backward =
+                    bf16 ? lib.backward_bf16(shape, c.window, x16.data(), sigma.data(), y16.data(), lse.data(),
+                                             dy16.data(), dx16.data(), dsigma.data())
+                         : lib.backward(shape, c.window, x.data(), sigma.data(), y.data(), lse.data(), dy.data(),
+                                        dx.data(), dsigma.data());
                 const auto t2 = std::chrono::steady_clock::now();
                 if (forward != GKA_OK || backward != GKA_OK) {
-                    std::fprintf(stderr, "gka_ab: %s failed on %s\n", argv[1 + which], c.name);
+                    std::fprintf(stderr, "gka_ab: %s failed on %s\n", argv[1 + which], c.name.c_str());
                     return 1;
                 }
                 if (round == 0) continue;  // warm-up: first touches, thread pool start
@@ -120,7 +149,7 @@ int main(int argc, char **argv) {
         }
         for (int pass = 0; pass < 2; pass++) {
             const double old_ms = median(ms[0][pass]), new_ms = median(ms[1][pass]);
-            std::printf("%-15s %-8s old %8.2f ms  new %8.2f ms  new/old %.3f\n", c.name, pass ? "backward" : "forward",
+            std::printf("%-15s %-8s old %8.2f ms  new %8.2f ms  new/old %.3f\n", c.name.c_str(), pass ? "backward" : "forward",
                         old_ms, new_ms, new_ms / old_ms);
         }
     }

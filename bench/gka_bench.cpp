@@ -8,6 +8,8 @@
 // -2.25 D, most weights at exp's floor of e^-87), where denormal sums would
 // make the kernels 20-50x slower were they not flushed to zero.
 // The bfloat16 calls run beside them on the best family ("fwd_bf16", "bwd_bf16").
+// The head-dim sweep ("dims/<family>/<pass>/<window>/D=<D>/T=4096"): causal and
+// (255, 0), both element types, D from 16 to 256, on the best family.
 // Decode ("decode/<window>/D=64/T=<cache length>"): one new token a step
 // against a cache of T tokens (causal: all of them; w255: a ring of 255 slots),
 // with its cache bytes read per second (counter GB) beside the machine's read
@@ -51,6 +53,7 @@ struct Mode {
     int64_t sharp_seq_len;                   // T of the sharp-input cases
     std::vector<int64_t> decode_lengths;     // cache lengths of the decode steps
     std::vector<int64_t> documents;          // lengths of the varlen cases' packed sequences
+    std::vector<int64_t> swept_head_dims;    // the head-dim sweep's D (at the sharp cases' T)
 };
 
 const std::pair<std::string, gka_window> full{"full", {-1, -1}}, causal{"causal", {-1, 0}}, w255{"w255", {255, 0}};
@@ -60,14 +63,15 @@ const std::vector<int64_t> mixed_documents{4096, 3000, 2048, 1024, 1000, 512, 25
 
 Mode full_mode() {
     return {{512, 1024, 2048, 4096, 8192, 16384}, {64, 128}, {full, causal, w255}, {"fwd", "bwd", "fwdbwd"}, {},
-            16384, 2048, 4096, 512, 4096, {1024, 4096, 16384, 32768, 65536}, mixed_documents};
+            16384, 2048, 4096, 512, 4096, {1024, 4096, 16384, 32768, 65536}, mixed_documents,
+            {16, 32, 48, 64, 80, 96, 128, 192, 256}};
 }
 Mode quick_mode() {
     return {{1024, 4096, 16384}, {64, 128}, {causal, w255}, {"fwd", "bwd"}, {}, 1024, 2048, 4096, 512, 4096,
-            {1024, 32768, 65536}, mixed_documents};
+            {1024, 32768, 65536}, mixed_documents, {16, 32, 64, 96, 128, 256}};
 }
 Mode smoke_mode() {
-    return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256, {256}, {100, 7, 60}};
+    return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256, {256}, {100, 7, 60}, {16, 80}};
 }
 
 // Feature scales (sigma 1): smooth inputs, and sharp ones whose far keys' weights
@@ -296,6 +300,17 @@ void register_all(const Mode &m) {
                                                gka_shape{1, m.sharp_seq_len, 8, D}, sharp_features,
                                                std::string("gaussian")));
         }
+    // The head-dim sweep: every D of the kernels general in D beside 64 and 128,
+    // both element types, on the best family.
+    for (const std::string pass : {"fwd", "bwd", "fwd_bf16", "bwd_bf16"})
+        for (const auto &[wname, w] : {causal, w255})
+            for (int64_t D : m.swept_head_dims) {
+                const std::string name = "dims/" + best + "/" + pass + "/" + wname + "/D=" + std::to_string(D) +
+                                         "/T=" + std::to_string(m.sharp_seq_len);
+                timed(benchmark::RegisterBenchmark(name.c_str(), gka_case, best, pass, w,
+                                                   gka_shape{1, m.sharp_seq_len, 8, D}, smooth_features,
+                                                   std::string("gaussian")));
+            }
     for (const std::string pass : {"fwd", "bwd"})
         for (const auto &[wname, w] : m.windows)
             for (int64_t D : m.head_dims) {

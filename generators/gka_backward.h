@@ -64,15 +64,15 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y,
     p.mask = mask;
     p.form = form;
     p.function = function;
-    const Func x_in = clamped_features(x, mask.seq_len), y_in = clamped_features(y, mask.seq_len);
+    const Func x_in = clamped_features(x, head_dim, mask.seq_len), y_in = clamped_features(y, head_dim, mask.seq_len);
     p.centre = feature_centre(x_in, mask.seq_len, v);
     p.centred(v.d, v.h, v.t, v.b) = x_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
-    p.dy = clamped_features(dy, mask.seq_len);
+    p.dy = clamped_features(dy, head_dim, mask.seq_len);
     p.lse = Halide::BoundaryConditions::repeat_edge(lse, {{0, mask.seq_len}, {Expr(), Expr()}, {Expr(), Expr()}});
     if (form == ScoreForm::direct) {
         p.x = x_in;
         p.y = y_in;
-        p.key_x = keys.defined() ? clamped_features(keys, mask.key_len) : p.x;
+        p.key_x = keys.defined() ? clamped_features(keys, head_dim, mask.key_len) : p.x;
         return;
     }
     p.x = p.key_x = p.centred;

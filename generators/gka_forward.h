@@ -60,8 +60,8 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
     p.head_dim = head_dim;
     p.mask = mask;
     p.form = form;
-    p.x = clamped_features(x, mask.seq_len);
-    p.values = chunk ? clamped_features(keys, mask.key_len) : p.x;
+    p.x = clamped_features(x, head_dim, mask.seq_len);
+    p.values = chunk ? clamped_features(keys, head_dim, mask.key_len) : p.x;
     p.centre = feature_centre(p.x, mask.seq_len, v);
     const Expr features = p.x(v.d, v.h, v.t, v.b);
     p.centred(v.d, v.h, v.t, v.b) = form == ScoreForm::origin ? features : features - p.centre.mean(v.d, v.h, v.b);
@@ -82,7 +82,7 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
                                         "key block");
         }
         Var pair("pair");
-        const Func raw = clamped(x, mask.seq_len);
+        const Func raw = clamped(x, head_dim, mask.seq_len);
         p.value_pairs(pair, v.d, v.h, v.j, v.b) = raw(v.d, v.h, 2 * v.j + pair, v.b);
         p.value_weight(pair, v.i, v.j, v.h, v.b) = Halide::cast(Halide::BFloat(16), p.weight(2 * v.j + pair, v.i, v.h, v.b));
         p.keys = mask.pair_window("k", key_block);

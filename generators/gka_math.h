@@ -284,10 +284,13 @@ inline Expr float_to_bfloat16(const Expr &value) {
     return Halide::reinterpret(Halide::BFloat(16), Halide::cast<uint16_t>(rounded));
 }
 
-// Features read past the last token see the last token. Those values are never
-// summed (the mask excludes them), but tiles may then run past T unguarded.
-inline Func clamped(Func x, Expr seq_len) {
-    return Halide::BoundaryConditions::repeat_edge(x, {{Expr(), Expr()}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
+// Features read past the last token see the last token, and past the head dim
+// the last feature. Those values are never summed into a result (the mask
+// excludes the tokens, and every reduction over d stops at the head dim), but
+// tiles may then run past T unguarded, and a schedule may compute a sum's
+// vectors of d past the head dim to keep a register tile whole.
+inline Func clamped(Func x, Expr head_dim, Expr seq_len) {
+    return Halide::BoundaryConditions::repeat_edge(x, {{0, head_dim}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
 }
 // Features of a narrower type (bfloat16) are widened to float, exactly: every
 // score, weight and sum is float whatever the tensors' element type.
@@ -297,7 +300,9 @@ inline Func widened_features(Func x) {
     widened(x.args()) = bfloat16_to_float(x(x.args()));
     return widened;
 }
-inline Func clamped_features(Func x, Expr seq_len) { return widened_features(clamped(x, seq_len)); }
+inline Func clamped_features(Func x, Expr head_dim, Expr seq_len) {
+    return widened_features(clamped(x, head_dim, seq_len));
+}
 
 // An output's value in its element type (float, or bfloat16 rounded to nearest even).
 inline Expr as_element_of(const Func &output, const Expr &value) {

@@ -139,7 +139,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     RVar key_tile("key_tile"), key_in_tile("key_in_tile");
     key_sum.split(p.key_in_block, key_tile, key_in_tile, kt);
     split_head_dim(key_sum, v.d, dd, p.head_dim, vec, k.d_block,
-                   then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}));
+                   then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}), true);
     key_sum.unroll(key_in_tile);
     // Queries' sums: micro-tiles of query_tile queries, d_block x query_tile
     // accumulators across the key block (in registers where they fit), as the
@@ -148,7 +148,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     Var qd("qd");
     query_sum.split(p.query_in_block, query_tile, query_in_tile, qt);
     split_head_dim(query_sum, v.d, qd, p.head_dim, vec, k.d_block,
-                   then_outer({v.d, query_in_tile, p.key_in_block, qd, query_tile}));
+                   then_outer({v.d, query_in_tile, p.key_in_block, qd, query_tile}), true);
     query_sum.unroll(query_in_tile);
     // Keys' scalar sums: a key a lane. Lanes are distinct keys, which Halide
     // cannot prove through the window's index arithmetic: no race to allow.

@@ -68,7 +68,8 @@ void schedule_decode_cpu(DecodePipeline &p, const CpuDecodeKnobs &k) {
     Stage sum = p.chunk_sum.update(), rows = p.chunk_row_sum.update();
     sum.split(key, block, in_block, vec);
     rows.split(key, block, in_block, vec).reorder(v.i, in_block, v.h, block, v.chunk, v.b);
-    split_head_dim(sum, v.d, dd, p.head_dim, vec, 8 * vec, {v.d, dd, v.i, in_block, v.h, block, v.chunk, v.b});
+    split_head_dim(sum, v.d, dd, p.head_dim, vec, 8 * vec, {v.d, dd, v.i, in_block, v.h, block, v.chunk, v.b},
+                   false);
     for (Stage *s : {&sum, &rows}) s->parallel(v.chunk).parallel(v.b);
     rows.compute_with(sum, block);
     // Stored a task at a time: one allocation a task, not one a block.

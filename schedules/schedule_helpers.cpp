@@ -90,7 +90,7 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
     sum.split(v.offset, os, oo, score_tile).split(oo, oo, oi, tile).unroll(oi);
     std::vector<VarOrRVar> order = {v.d, oi, s.in_block, dd, oo, os, s.block, v.band, v.h, v.b};
     if (s.pair) order.insert(order.begin(), *s.pair);
-    split_head_dim(sum, v.d, dd, head_dim, vec, d_block, order);
+    split_head_dim(sum, v.d, dd, head_dim, vec, d_block, order, true);
     // A pair's two products in adjacent lanes, reduced into one lane of d: the
     // bfloat16 dot product (vdpbf16ps) of a vector of d.
     if (s.pair) sum.atomic().vectorize(*s.pair);
@@ -104,10 +104,12 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
 }
 
 void split_head_dim(Stage s, const Var &d, const Var &blocks, const Expr &head_dim, int vec, int d_block,
-                    const std::vector<VarOrRVar> &order) {
+                    const std::vector<VarOrRVar> &order, bool padded) {
     const int D = constant_head_dim(head_dim), db = std::min(D, d_block);
     if (D > 0 && D % db == 0 && db % vec == 0) {
         s.split(d, blocks, d, db).reorder(order).vectorize(d, vec).unroll(d);
+    } else if (padded && d_block % vec == 0) {
+        s.split(d, blocks, d, d_block, TailStrategy::RoundUp).reorder(order).vectorize(d, vec).unroll(d);
     } else {
         s.split(d, blocks, d, d_block, TailStrategy::GuardWithIf)
             .reorder(order)

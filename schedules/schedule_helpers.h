@@ -59,11 +59,13 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, 
 
 // Splits the head dim d of an update into blocks of d_block (`blocks` the outer
 // loop), puts the loops in `order` (innermost first, d and blocks among them),
-// and vectorizes d. A head dim fixed at compile time gets constant, fully
-// unrolled d loops (and LLVM keeps the accumulators in registers); any other
-// guards its edge.
+// and vectorizes d. Each block is whole and unrolled (LLVM then keeps its
+// accumulators in registers) where the head dim is fixed at compile time, or
+// where `padded`: the update reads features defined past the head dim
+// (clamped), so that the last block may run past it; otherwise the edge is
+// guarded, and the accumulators live in memory.
 void split_head_dim(Halide::Stage s, const Halide::Var &d, const Halide::Var &blocks, const Halide::Expr &head_dim,
-                    int vec, int d_block, const std::vector<Halide::VarOrRVar> &order);
+                    int vec, int d_block, const std::vector<Halide::VarOrRVar> &order, bool padded);
 
 // The head dim if the generator fixed it at compile time, else 0.
 int constant_head_dim(const Halide::Expr &head_dim);

@@ -83,6 +83,13 @@ TEST_CASE("bf16: head dims, windows and lengths, within the bf16 contract", "[bf
     }
 }
 
+TEST_CASE("bf16: head dims at the edges of the kernels' vectors and d blocks", "[bf16]") {
+    for (int64_t D : {1, 15, 16, 17, 31, 33, 63, 65, 127, 129, 256}) {
+        Problem p = in_bf16(make_problem({1, 41, 2, D}, causal, {0.4f, 5.0f}, 1.5, 600 + D));
+        gka_test::for_each_family_and_form([&] { check_bf16(p); });
+    }
+}
+
 TEST_CASE("bf16: a row whose only key is itself gives y = x, lse = 0, dx = dy, dsigma = 0 exactly", "[bf16]") {
     for (gka_window w : {causal, gka_window{0, 0}}) {
         const int64_t T = w.left == 0 ? 33 : 1;

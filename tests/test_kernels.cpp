@@ -42,6 +42,18 @@ TEST_CASE("head dims, near-uniform and near-one-hot attention, sigmas 0.05 to 10
     }
 }
 
+// The kernels of any head dim keep whole register tiles of d (vectors of 4, 8
+// or 16 lanes, blocks of up to 128) past the head dim: every D next to a
+// vector's or a block's edge, where the last tile is all but empty or all but full.
+TEST_CASE("head dims at the edges of the kernels' vectors and d blocks", "[kernels]") {
+    for (int64_t D : {1, 15, 16, 17, 31, 33, 63, 65, 127, 129, 256}) {
+        for (gka_window w : {causal, gka_window{9, 0}}) {
+            auto p = make_problem({1, 41, 2, D}, w, {0.4f, 5.0f}, 1.5, 500 + D);
+            gka_test::for_each_family_and_form([&] { check_problem(p); });
+        }
+    }
+}
+
 TEST_CASE("windows: full, causal, self-only, sliding, asymmetric, wider than T", "[kernels]") {
     const gka_window windows[] = {full, causal, {0, 0}, {4, 0}, {3, 7}, {0, -1}, {-1, 5}, {1000, 2}, {20, 20}};
     for (gka_window w : windows) {
