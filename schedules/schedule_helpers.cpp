@@ -86,14 +86,40 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
     // time, and each band's sums were malloc'ed and freed.)
     for (Func f : {s.sum, s.stats}) f.bound_storage(v.band, 1).bound_storage(v.h, 1).bound_storage(v.b, 1);
 
+    // A head dim fixed at compile time: each micro-tile's accumulators are the
+    // sums themselves, which LLVM keeps in registers across the block. Known at
+    // run time alone, the sums' rows are a run-time stride apart, and LLVM
+    // keeps accumulators that might alias one another in memory: there each
+    // block's products go to a micro-tile of their own (rfactor) of a constant
+    // size, in registers, added to the sums once a block.
     Stage sum = s.sum.update();
+    const bool fixed_head_dim = constant_head_dim(head_dim) > 0;
+    Var block_var("block_var");
+    Func micro_tile = fixed_head_dim ? Func() : sum.rfactor(s.block, block_var);
     sum.split(v.offset, os, oo, score_tile).split(oo, oo, oi, tile).unroll(oi);
-    std::vector<VarOrRVar> order = {v.d, oi, s.in_block, dd, oo, os, s.block, v.band, v.h, v.b};
-    if (s.pair) order.insert(order.begin(), *s.pair);
+    std::vector<VarOrRVar> order = {v.d, oi, dd, oo, os, s.block, v.band, v.h, v.b};
+    if (fixed_head_dim) order.insert(order.begin() + 2, s.in_block);
+    if (fixed_head_dim && s.pair) order.insert(order.begin(), *s.pair);
     split_head_dim(sum, v.d, dd, head_dim, vec, d_block, order, true);
+    Stage products = sum;
+    if (!fixed_head_dim) {
+        const std::vector<Var> a = micro_tile.args();  // (d, offset, band, h, b, block_var)
+        micro_tile.compute_at(s.sum, dd)
+            .vectorize(a[0], vec)
+            .unroll(a[0])
+            .unroll(a[1])
+            .bound_extent(a[0], d_block)
+            .bound_extent(a[1], tile)
+            .bound_extent(a[5], 1);
+        for (int k = 2; k < 5; k++) micro_tile.bound_storage(a[k], 1);
+        products = micro_tile.update();
+        std::vector<VarOrRVar> products_order = {a[0], a[1], a[5], s.in_block};
+        if (s.pair) products_order.insert(products_order.begin(), *s.pair);
+        products.reorder(products_order).vectorize(a[0], vec).unroll(a[0]).unroll(a[1]).unroll(a[5]);
+    }
     // A pair's two products in adjacent lanes, reduced into one lane of d: the
     // bfloat16 dot product (vdpbf16ps) of a vector of d.
-    if (s.pair) sum.atomic().vectorize(*s.pair);
+    if (s.pair) products.atomic().vectorize(*s.pair);
     // The pair tiles store a block's queries innermost: a query's stats are one
     // lane of a vector add per key.
     Stage stats = s.stats.update();

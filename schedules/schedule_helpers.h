@@ -53,7 +53,8 @@ struct BandSum {
 // d_block x tile values (vectorized over d) in registers across the block. The
 // stats are vectorized over the offsets of a score block. A block is thus read
 // once per band, from cache. A head dim fixed at compile time gets fully
-// unrolled d loops.
+// unrolled d loops; any other, micro-tiles of whole d blocks (split_head_dim,
+// padded) summed apart per block.
 void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, int vec, int score_tile, int tile,
                        int d_block, const Halide::LoopLevel &at);
 
