@@ -64,7 +64,8 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y,
     p.mask = mask;
     p.form = form;
     p.function = function;
-    const Func x_in = clamped_features(x, head_dim, mask.seq_len), y_in = clamped_features(y, head_dim, mask.seq_len);
+    // y is read in reductions over d alone (dP, Dl).
+    const Func x_in = clamped_features(x, head_dim, mask.seq_len), y_in = clamped_features(y, Expr(), mask.seq_len);
     p.centre = feature_centre(x_in, mask.seq_len, v);
     p.centred(v.d, v.h, v.t, v.b) = x_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
     p.dy = clamped_features(dy, head_dim, mask.seq_len);

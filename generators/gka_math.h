@@ -285,12 +285,15 @@ inline Expr float_to_bfloat16(const Expr &value) {
 }
 
 // Features read past the last token see the last token, and past the head dim
-// the last feature. Those values are never summed into a result (the mask
-// excludes the tokens, and every reduction over d stops at the head dim), but
-// tiles may then run past T unguarded, and a schedule may compute a sum's
-// vectors of d past the head dim to keep a register tile whole.
+// (where one is given) the last feature. Those values are never summed into a
+// result (the mask excludes the tokens, and every reduction over d stops at the
+// head dim), but tiles may then run past T unguarded, and a schedule may
+// compute a sum's vectors of d past the head dim to keep a register tile whole.
+// Features read in reductions over d alone need no bound in d (it would cost a
+// clamp per read where the head dim is known at run time alone).
 inline Func clamped(Func x, Expr head_dim, Expr seq_len) {
-    return Halide::BoundaryConditions::repeat_edge(x, {{0, head_dim}, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
+    const Halide::Range d = head_dim.defined() ? Halide::Range(0, head_dim) : Halide::Range(Expr(), Expr());
+    return Halide::BoundaryConditions::repeat_edge(x, {d, {Expr(), Expr()}, {0, seq_len}, {Expr(), Expr()}});
 }
 // Features of a narrower type (bfloat16) are widened to float, exactly: every
 // score, weight and sum is float whatever the tensors' element type.

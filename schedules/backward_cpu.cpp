@@ -49,7 +49,9 @@ using namespace Halide;
 // vector: lanes (the family's). band: keys a task's band (a group of bands is
 // a task, min_tasks of them at least), walked by key_block x query_block score
 // tiles; key_tile and query_tile x d_block: the keys' and queries' value
-// micro-tiles, in registers.
+// micro-tiles, in registers. d_padded (1 or 0): where the head dim is known
+// at run time alone, the micro-tiles keep whole d blocks past it
+// (split_head_dim, padded), or guard their edge.
 const std::vector<Knob<CpuBackwardKnobs>> &CpuBackwardKnobs::fields() {
     using K = CpuBackwardKnobs;
     static const std::vector<Knob<K>> fields = {
@@ -61,13 +63,14 @@ const std::vector<Knob<CpuBackwardKnobs>> &CpuBackwardKnobs::fields() {
         {"query_tile", &K::query_tile, {2, 4, 8}},
         {"d_block", &K::d_block, {8, 16, 32, 64, 128}},
         {"min_tasks", &K::min_tasks, {}},
+        {"d_padded", &K::d_padded, {}, nullptr, 0},
     };
     return fields;
 }
 
 CpuBackwardKnobs cpu_backward_knobs(Family family) {
     CpuBackwardKnobs k{};
-    k.band = 48, k.key_tile = 4, k.query_tile = 4, k.min_tasks = 2;
+    k.band = 48, k.key_tile = 4, k.query_tile = 4, k.min_tasks = 2, k.d_padded = 1;
     switch (family) {
     // The keys' and the queries' micro-tiles alike: 4 tokens x 2 vectors of d,
     // 8 accumulators, independent chains enough to fill two FMA pipes.
@@ -81,9 +84,10 @@ CpuBackwardKnobs cpu_backward_knobs(Family family) {
     // accumulators are all live in the innermost loop: 8 x 16 / 4 lanes = 32
     // vectors spilled there (scripts/spill_report.py: 387 spills and reloads
     // in innermost loops at D=64), 8 x 8 = 16 do not (8). A wider value
-    // micro-tile (d_block 16) spills again (24).
+    // micro-tile (d_block 16) spills again (24), and so do whole d blocks past
+    // a run-time head dim (the direct form 28-31, at d_block 4 35).
     case Family::Neon:
-        k.vector = 4, k.key_block = 8, k.query_block = 8, k.d_block = 8;
+        k.vector = 4, k.key_block = 8, k.query_block = 8, k.d_block = 8, k.d_padded = 0;
         break;
     default:
         k.vector = 4, k.key_block = 8, k.query_block = 16, k.d_block = 8;
@@ -139,7 +143,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     RVar key_tile("key_tile"), key_in_tile("key_in_tile");
     key_sum.split(p.key_in_block, key_tile, key_in_tile, kt);
     split_head_dim(key_sum, v.d, dd, p.head_dim, vec, k.d_block,
-                   then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}), true);
+                   then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}), k.d_padded);
     key_sum.unroll(key_in_tile);
     // Queries' sums: micro-tiles of query_tile queries, d_block x query_tile
     // accumulators across the key block (in registers where they fit), as the
@@ -148,7 +152,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     Var qd("qd");
     query_sum.split(p.query_in_block, query_tile, query_in_tile, qt);
     split_head_dim(query_sum, v.d, qd, p.head_dim, vec, k.d_block,
-                   then_outer({v.d, query_in_tile, p.key_in_block, qd, query_tile}), true);
+                   then_outer({v.d, query_in_tile, p.key_in_block, qd, query_tile}), k.d_padded);
     query_sum.unroll(query_in_tile);
     // Keys' scalar sums: a key a lane. Lanes are distinct keys, which Halide
     // cannot prove through the window's index arithmetic: no race to allow.

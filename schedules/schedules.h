@@ -28,7 +28,7 @@ struct CudaForwardKnobs {  // forward_cuda.cpp
     static const std::vector<Knob<CudaForwardKnobs>> &fields();
 };
 struct CpuBackwardKnobs {  // backward_cpu.cpp
-    int vector, band, key_block, key_tile, query_block, query_tile, d_block, min_tasks;
+    int vector, band, key_block, key_tile, query_block, query_tile, d_block, min_tasks, d_padded;
     static const std::vector<Knob<CpuBackwardKnobs>> &fields();
 };
 struct CudaBackwardKnobs {  // backward_cuda.cpp
