@@ -52,15 +52,29 @@ std::vector<Row> read_table() {
     return rows;
 }
 
-// The row whose knobs a call gets: its narrowest containing one, if any.
+// The row whose knobs a call gets: the narrowest containing one of the rows of
+// the kernel it runs, whose head dim is `kernel_head_dim` (0: the kernel of
+// any head dim; a row sets its own kernel's knobs alone), if any.
 const Row *narrowest_row(const std::vector<Row> &rows, const std::string &family, const std::string &kernel,
-                         int64_t head_dim, WindowKind kind, int64_t seq_len) {
+                         int64_t kernel_head_dim, WindowKind kind, int64_t seq_len) {
     const Row *best = nullptr;
     for (const Row &r : rows) {
-        if (r.family != family || r.kernel != kernel || !r.shape.contains(head_dim, kind, seq_len)) continue;
+        if (r.family != family || r.kernel != kernel || r.shape.head_dim != kernel_head_dim ||
+            !r.shape.contains(kernel_head_dim, kind, seq_len)) {
+            continue;
+        }
         if (!best || r.shape.narrowness() > best->shape.narrowness()) best = &r;
     }
     return best;
+}
+
+// The head dim of the kernel `name` (a call's of `head_dim`): its own where the
+// build compiles one (gka_forward_avx512_d64_...), else 0, the kernel of any.
+int64_t kernel_head_dim(const std::string &name, int64_t head_dim) {
+    const std::string own = "_d" + std::to_string(head_dim);
+    const size_t at = name.find(own);
+    const size_t end = at + own.size();
+    return at != std::string::npos && (end == name.size() || name[end] == '_') ? head_dim : 0;
 }
 
 // The shortest probe shape (length >= 64, causal or a window of 8) whose
@@ -70,15 +84,16 @@ std::pair<int64_t, gka_window> probe_shape(const std::vector<Row> &rows, const R
     for (int64_t t : sorted_lengths) {
         if (t < 64) continue;
         for (const gka_window w : {gka_window{-1, 0}, gka_window{8, 0}})
-            if (narrowest_row(rows, row.family, row.kernel, head_dim, gka::window_kind(w.left, w.right, t), t) == &row)
+            if (narrowest_row(rows, row.family, row.kernel, row.shape.head_dim, gka::window_kind(w.left, w.right, t),
+                              t) == &row)
                 return {t, w};
     }
     return {0, {}};
 }
 
 std::string expected_knobs(const std::vector<Row> &rows, const std::string &family, const std::string &kernel,
-                           int64_t head_dim, WindowKind kind, int64_t seq_len) {
-    const Row *row = narrowest_row(rows, family, kernel, head_dim, kind, seq_len);
+                           int64_t kernel_head_dim, WindowKind kind, int64_t seq_len) {
+    const Row *row = narrowest_row(rows, family, kernel, kernel_head_dim, kind, seq_len);
     return row ? row->knobs : "";
 }
 
@@ -136,7 +151,8 @@ TEST_CASE("the tuned table is what the build compiled, and the variant it picks 
                                     << ", " << w.right << ")");
                         REQUIRE(name != nullptr);
                         CHECK(std::string(name).rfind(kernel_of(pass) + "_" + family + "_", 0) == 0);
-                        CHECK(std::string(knobs) == expected_knobs(rows, family, kernel_of(pass), head_dim, kind, seq_len));
+                        CHECK(std::string(knobs) == expected_knobs(rows, family, kernel_of(pass),
+                                                                   kernel_head_dim(name, head_dim), kind, seq_len));
                     }
     CHECK(gka_kernel_variant("avx512", "sideways", {1, 64, 1, 64}, {-1, 0}, nullptr) == nullptr);
     CHECK(gka_kernel_variant("sse2", "forward", {1, 64, 1, 64}, {-1, 0}, nullptr) == nullptr);
