@@ -98,8 +98,10 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
     Func micro_tile = fixed_head_dim ? Func() : sum.rfactor(s.block, block_var);
     sum.split(v.offset, os, oo, score_tile).split(oo, oo, oi, tile).unroll(oi);
     std::vector<VarOrRVar> order = {v.d, oi, dd, oo, os, s.block, v.band, v.h, v.b};
-    if (fixed_head_dim) order.insert(order.begin() + 2, s.in_block);
-    if (fixed_head_dim && s.pair) order.insert(order.begin(), *s.pair);
+    if (fixed_head_dim) {  // the products' own loops: the keys of the block, a pair's keys innermost
+        order.insert(order.begin() + 2, s.in_block);
+        if (s.pair) order.insert(order.begin(), *s.pair);
+    }
     split_head_dim(sum, v.d, dd, head_dim, vec, d_block, order, true);
     Stage products = sum;
     if (!fixed_head_dim) {
