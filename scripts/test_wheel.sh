@@ -2,6 +2,10 @@
 # The wheel as a PyTorch user gets it: `pip wheel .`, installed with torch into
 # a fresh virtual environment, and the PyTorch tests run against the installed
 # package from outside the source tree, with no PYTHONPATH and no GKA_LIBRARY.
+# The fresh environment sees the project's torch and numpy through a .pth file
+# (after its own site-packages): pip still resolves the wheel's dependencies,
+# finds them met, and a second torch (about 6 GB with its CUDA libraries) is
+# neither downloaded nor unpacked.
 # The wheel links the kernels BUILD generated (GKA_KERNELS_FROM: the same object
 # code, not generated twice), so BUILD must hold every family (FAMILIES=all).
 # usage: test_wheel.sh [BUILD]
@@ -20,7 +24,10 @@ time_of() { local label=$1 start=$SECONDS; shift; "$@"; echo "test_wheel: $label
 time_of "pip wheel" "$root/.venv/bin/python" -m pip wheel -q "$root" -w "$out/dist" --no-deps \
   -Ccmake.define.GKA_KERNELS_FROM="$build" -Cbuild-dir="$out/cmake"
 time_of "a fresh venv" python3 -m venv "$out/venv"
-time_of "pip install of the wheel, torch and numpy" "$out/venv/bin/python" -m pip install -q "$out"/dist/gka-*.whl torch numpy
+project_site=$("$root/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+fresh_site=$("$out/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+echo "$project_site" > "$fresh_site/gka_test_project_packages.pth"
+time_of "pip install of the wheel (torch and numpy met)" "$out/venv/bin/python" -m pip install -q "$out"/dist/gka-*.whl torch numpy
 cd "$out"  # outside the source tree: `import gka_torch` finds the installed package alone
 unset PYTHONPATH GKA_LIBRARY
 "$out/venv/bin/python" - "$out/venv" <<'PY'
