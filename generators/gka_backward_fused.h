@@ -37,7 +37,20 @@ struct FusedBackwardPipeline : BackwardInputs {
     // below add their terms.
     RDom pairs;
     Halide::RVar key_in_block, query_in_block, key_block, query_block, band_in_group;
-    // A group's sums, over its pairs:
+    // A group's sums, over its pairs. With block_pairs, the feature sums go a
+    // pair of blocks at a time: the pair's sums over the one block's tokens
+    // (block_key_sum over the query block, block_query_sum over the key block),
+    // added to the tokens' sums once a pair (over key_blocks and query_blocks:
+    // the pairs' domain less the other block's tokens, in the same order), so
+    // that a schedule can keep a pair's sums in a tile of constant size
+    // (BackwardSchedule::block_pairs says where it does); without, each pair's
+    // terms go to the tokens' sums.
+    bool block_pairs = false;
+    Halide::Var in_block{"in_block"}, key_block_of{"key_block_of"}, query_block_of{"query_block_of"},
+        band_of_group{"band_of_group"};
+    RDom block_queries, block_keys, key_blocks, query_blocks;
+    Func block_key_sum{"block_key_sum"};      // (d, in_block, key_block_of, query_block_of, band_of_group, h, b, group)
+    Func block_query_sum{"block_query_sum"};  // the same, in_block a query
     Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b, group)
     Func key_stats{"key_stats"};    // {sum_i dS_it / sigma^2, sum_i dsigma_term_it}  (h, t, b, group)
     Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b, group)
@@ -53,15 +66,66 @@ struct FusedBackwardPipeline : BackwardInputs {
     Func dx, dx_keys, dsigma, spread;  // the outputs (dx_keys: a chunk's)
 };
 
+// The feature sums by pairs of blocks (FusedBackwardPipeline::block_pairs): a
+// pair's sums of a block's key against the query block and of a block's query
+// against the key block, then the tokens' sums over the pairs' blocks.
+inline void define_block_pair_sums(FusedBackwardPipeline &p, const Mask &mask, int key_block, int query_block,
+                                   const Expr &blocks, const Expr &bands_per_group, const Expr &groups) {
+    const Vars &v = p.v;
+    const Var &g = v.group;
+    const bool direct = p.form == ScoreForm::direct;
+    const Expr bands = mask.key_bands();
+    const Expr tile_band = p.band_of_group * groups + g;
+    const Expr first_key = mask.token(tile_band, p.key_block_of * key_block);
+    const Expr first_query = mask.query_of_window(tile_band, p.query_block_of * query_block);
+    const std::vector<Expr> tile = {v.d, p.in_block, p.key_block_of, p.query_block_of, p.band_of_group, v.h, v.b, g};
+    p.block_queries = RDom(0, query_block, "block_queries");
+    p.block_keys = RDom(0, key_block, "block_keys");
+    {
+        const Expr key = first_key + p.in_block, query = first_query + p.block_queries;
+        const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
+        p.block_key_sum(tile) = 0.0f;
+        p.block_key_sum(tile) += p.terms.dscore(key, query, v.h, v.b) * (direct ? query_x - key_x : query_x) +
+                                 p.terms.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
+    }
+    {
+        const Expr key = first_key + p.block_keys, query = first_query + p.in_block;
+        const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
+        p.block_query_sum(tile) = 0.0f;
+        p.block_query_sum(tile) += p.terms.dscore(key, query, v.h, v.b) * (direct ? key_x - query_x : key_x);
+    }
+    // The tokens' sums, a pair of blocks at a time, over the pairs' blocks.
+    const auto blocks_of_pairs = [&](const char *name, int in_block) {
+        RDom r({{0, in_block}, {0, mask.band_size / key_block}, {0, blocks}, {0, bands_per_group}}, name);
+        r.where(r[3] * groups + g < bands);
+        return r;
+    };
+    p.key_blocks = blocks_of_pairs("key_blocks", key_block);
+    {
+        RDom &r = p.key_blocks;
+        const Expr band = r[3] * groups + g;
+        (void)mask.query_block_in_window(r, r[2], query_block, band);  // bounds the query blocks
+        p.key_sum(v.d, v.h, mask.token(band, r[1] * key_block + r[0]), v.b, g) +=
+            p.block_key_sum(v.d, r[0], r[1], r[2], r[3], v.h, v.b, g);
+    }
+    p.query_blocks = blocks_of_pairs("query_blocks", query_block);
+    {
+        RDom &r = p.query_blocks;
+        const Expr query = mask.query_in_window(r, r[0], r[2], r[3] * groups + g);
+        p.query_sum(v.d, v.h, query, v.b, g) += p.block_query_sum(v.d, r[0], r[1], r[2], r[3], v.h, v.b, g);
+    }
+}
+
 // The key bands are mask.band_size keys, walked key_block keys at a time; the
 // queries of a band's window go by blocks of query_block (Mask::query_in_window).
-// `groups`: of key bands, each summed apart (>= 1). A chunk (gka_forward.h) has
+// `groups`: of key bands, each summed apart (>= 1); `block_pairs`: the feature
+// sums by pairs of blocks (FusedBackwardPipeline). A chunk (gka_forward.h) has
 // `keys` of its own, whose paths go to dx_keys, and its queries' to dx; its
 // dsigma sums its pairs' terms.
 inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func keys, Func sigma, Func y, Func lse, Func dy,
                                   Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
-                                  Expr groups, ScoreForm form, Func dx, Func dx_keys, Func dsigma, Func spread,
-                                  KernelFunction function = KernelFunction::gaussian) {
+                                  Expr groups, bool block_pairs, ScoreForm form, Func dx, Func dx_keys, Func dsigma,
+                                  Func spread, KernelFunction function = KernelFunction::gaussian) {
     if (mask.band_size % key_block != 0) {
         throw std::invalid_argument("gka backward: the band must be a multiple of key_block");
     }
@@ -88,16 +152,22 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func keys, F
     const Expr key = mask.token(key_band, p.key_block * key_block + p.key_in_block);
     const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, key_band);
 
-    const Expr ds = p.terms.dscore(key, query, v.h, v.b), prob = p.terms.prob(key, query, v.h, v.b);
-    const bool direct = form == ScoreForm::direct;
-    const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
-    p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
-    p.key_sum(v.d, v.h, key, v.b, g) += ds * (direct ? query_x - key_x : query_x) + prob * p.dy(v.d, v.h, query, v.b);
+    const Expr ds = p.terms.dscore(key, query, v.h, v.b);
     p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};
     const Expr dsigma_term = p.terms.dsigma_term(key, query, v.h, v.b);
     p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds, p.key_stats(v.h, key, v.b, g)[1] + dsigma_term};
+    const bool direct = form == ScoreForm::direct;
+    p.block_pairs = block_pairs;
+    p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.query_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
-    p.query_sum(v.d, v.h, query, v.b, g) += ds * (direct ? key_x - query_x : key_x);
+    if (!block_pairs) {
+        const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
+        p.key_sum(v.d, v.h, key, v.b, g) +=
+            ds * (direct ? query_x - key_x : query_x) + p.terms.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
+        p.query_sum(v.d, v.h, query, v.b, g) += ds * (direct ? key_x - query_x : key_x);
+    } else {
+        define_block_pair_sums(p, mask, key_block, query_block, blocks, bands_per_group, groups);
+    }
 
     p.groups = RDom(0, groups, "groups");
     if (chunk) {  // (direct)

@@ -98,8 +98,9 @@ struct Mask {
     }
     // The key at r of the window of the queries of `band`; bounds r to the band's last key.
     Expr key_in_window(RDom &r, const Expr &band) const {
-        return in_window(r, r.x, r.y, Halide::max(position(band * band_size) - left_span, 0),
-                         position(band * band_size + band_size - 1) + right_span, key_len);
+        return in_window(r, r.y, r.x.extent(), Halide::max(position(band * band_size) - left_span, 0),
+                         position(band * band_size + band_size - 1) + right_span, key_len) +
+               r.x;
     }
     // The window of a band by key pairs (the bfloat16 dot products take keys two
     // at a time): r.x the key of a pair (0, 1), r.y the pair in a block of
@@ -122,17 +123,29 @@ struct Mask {
     Expr query_in_window(RDom &r, const Expr &band) const { return query_in_window(r, r.x, r.y, band); }
     // The same over any two dimensions of r: `in_block` (of extent `block`) and `block`.
     Expr query_in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &band) const {
-        const Expr first = band * band_size - right_span, last = band * band_size + band_size - 1 + left_span;
-        return in_window(r, in_block, block, Halide::max(chunk ? first - shift : first, 0),
-                         chunk ? last - shift : last, seq_len);
+        return query_block_in_window(r, block, in_block.extent(), band) + in_block;
     }
+    // The first query of the block at r.block (of `block_size` queries) of the
+    // window of the keys of `band`; bounds the block as query_in_window does.
+    Expr query_block_in_window(RDom &r, const Halide::RVar &block, const Expr &block_size, const Expr &band) const {
+        const Expr last = band * band_size + band_size - 1 + left_span;
+        return in_window(r, block, block_size, first_query(band), chunk ? last - shift : last, seq_len);
+    }
+    // The query `index` tokens into the window of the keys of `band`, unbounded
+    // (a tile of a block that query_in_window visits).
+    Expr query_of_window(const Expr &band, const Expr &index) const { return first_query(band) + index; }
 
 private:
-    Expr in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &first,
-                   const Expr &last, const Expr &length) const {
-        const Expr last_token = Halide::min(last, length - 1), block_start = block * in_block.extent();
-        r.where(block_start <= last_token - first);  // the block: skipped whole past the last token
-        return first + block_start + in_block;
+    Expr first_query(const Expr &band) const {
+        const Expr first = band * band_size - right_span;
+        return Halide::max(chunk ? first - shift : first, 0);
+    }
+    // The first token of the block at r.block; the block is skipped whole past the last token.
+    Expr in_window(RDom &r, const Halide::RVar &block, const Expr &block_size, const Expr &first, const Expr &last,
+                   const Expr &length) const {
+        const Expr last_token = Halide::min(last, length - 1), block_start = block * block_size;
+        r.where(block_start <= last_token - first);
+        return first + block_start;
     }
 };
 

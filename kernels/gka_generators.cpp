@@ -219,7 +219,8 @@ public:
         } else {
             gka::define_backward_fused(one_pass, *x, chunk ? Func(*keys) : Func(), *sigma, *y, *lse, *dy, head_dim,
                                        batch, mask, schedule.key_block(), schedule.query_block(),
-                                       schedule.groups(heads * batch, mask.key_bands()), form, *dx,
+                                       schedule.groups(heads * batch, mask.key_bands()),
+                                       schedule.block_pairs(head_dim), form, *dx,
                                        chunk ? Func(*dx_keys) : Func(), *dsigma, *spread, function);
         }
         if (using_autoscheduler()) {

@@ -10,11 +10,12 @@
 //   query's x and dy broadcast in place, so queries are never copied), then P,
 //   dS and dS's term of dsigma in place;
 // - adds them to its keys' sums, micro-tile by micro-tile of key_tile keys
-//   (d_block x key_tile accumulators vectorized over d, in registers across
-//   the query block); to the block's queries' sums, likewise by micro-tiles
-//   of query_tile queries (d_block x query_tile accumulators across the key
-//   block); and to its keys' scalar sums of dS and dS*s, a key a lane: three
-//   updates fused (compute_with), all reading the one tile.
+//   (d_block x key_tile accumulators vectorized over d, a tile of their own
+//   in registers across the query block, then added to the sums); to the
+//   block's queries' sums, likewise by micro-tiles of query_tile queries
+//   (d_block x query_tile accumulators across the key block); and to its
+//   keys' scalar sums of dS and dS*s, a key a lane: updates fused
+//   (compute_with), all reading the one tile.
 // A group's sums are written by one task in a fixed order: deterministic, no
 // atomics. With one task per (head, batch) alone, B*H would bound the tasks
 // (B=1, H=1 would run on one thread); where B*H is below min_tasks, the key
@@ -32,6 +33,10 @@
 //   4-8 keys, and make the scalar sums scalar adds.
 // - Dl (dy . y per token) runs with heads in parallel and d in the lanes, not
 //   on one thread at B=1 with gathers.
+// - The micro-tiles' accumulators are tiles of their own, of a constant size,
+//   not the sums: where the head dim is known at run time alone the sums'
+//   rows are a run-time stride apart, and LLVM kept accumulators that might
+//   alias one another in memory (1.3x the backward's time at D=96 on Zen 4).
 // - The queries' sums go by micro-tiles of query_tile queries: a query's row
 //   taking the products of a group of keys in turn (16 on AVX-512, 8 on AVX2
 //   and SSE4.1) would be a chain of as many dependent FMAs (4 cycles each)
@@ -39,6 +44,8 @@
 // - Key-band groups (min_tasks) fill the cores where B*H does not, and cost
 //   ~8% where the heads already fill them; hence 2 by default: a host of more
 //   cores gains from a min_tasks of about its core count.
+#include <algorithm>
+
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -51,7 +58,8 @@ using namespace Halide;
 // tiles; key_tile and query_tile x d_block: the keys' and queries' value
 // micro-tiles, in registers. d_padded (1 or 0): where the head dim is known
 // at run time alone, the micro-tiles keep whole d blocks past it
-// (split_head_dim, padded), or guard their edge.
+// (split_head_dim, padded) and sum by pairs of blocks
+// (BackwardSchedule::block_pairs), or guard their edge in the sums.
 const std::vector<Knob<CpuBackwardKnobs>> &CpuBackwardKnobs::fields() {
     using K = CpuBackwardKnobs;
     static const std::vector<Knob<K>> fields = {
@@ -85,7 +93,8 @@ CpuBackwardKnobs cpu_backward_knobs(Family family) {
     // vectors spilled there (scripts/spill_report.py: 387 spills and reloads
     // in innermost loops at D=64), 8 x 8 = 16 do not (8). A wider value
     // micro-tile (d_block 16) spills again (24), and so do whole d blocks past
-    // a run-time head dim (the direct form 28-31, at d_block 4 35).
+    // a run-time head dim (the direct form 28-31, at d_block 4 35), with the
+    // pairs of blocks' tiles 73.
     case Family::Neon:
         k.vector = 4, k.key_block = 8, k.query_block = 8, k.d_block = 8, k.d_padded = 0;
         break;
@@ -137,29 +146,46 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
         inner.insert(inner.end(), outer.begin(), outer.end());
         return inner;
     };
-    // Keys' sums: micro-tiles of key_tile keys, d_block x key_tile accumulators
-    // in registers across the query block.
-    Var dd("dd");
-    RVar key_tile("key_tile"), key_in_tile("key_in_tile");
-    key_sum.split(p.key_in_block, key_tile, key_in_tile, kt);
-    split_head_dim(key_sum, v.d, dd, p.head_dim, vec, k.d_block,
-                   then_outer({v.d, key_in_tile, p.query_in_block, dd, key_tile}), k.d_padded);
-    key_sum.unroll(key_in_tile);
-    // Queries' sums: micro-tiles of query_tile queries, d_block x query_tile
-    // accumulators across the key block (in registers where they fit), as the
-    // keys' sums.
-    RVar query_tile("query_tile"), query_in_tile("query_in_tile");
-    Var qd("qd");
-    query_sum.split(p.query_in_block, query_tile, query_in_tile, qt);
-    split_head_dim(query_sum, v.d, qd, p.head_dim, vec, k.d_block,
-                   then_outer({v.d, query_in_tile, p.key_in_block, qd, query_tile}), k.d_padded);
-    query_sum.unroll(query_in_tile);
+    // The feature sums: micro-tiles of `tile` tokens of a block x d_block,
+    // their accumulators in registers across the other block. By pairs of
+    // blocks (p.block_pairs), the accumulators are a pair's sums (a tile of a
+    // constant size), added to the sums once a pair, and the sums' domains
+    // take the pairs' loop names, so as to be fused with them.
+    const auto feature_sum = [&](Func sums, const RDom &blocks, const RVar &in_block, Func pair_sums,
+                                 const RDom &other_block, const RVar &other_pair, int tile, const std::string &name,
+                                 const Var &d_blocks) {
+        Stage sum = sums.update();
+        std::vector<VarOrRVar> inner = {v.d, RVar(name + "_in_tile"), d_blocks, RVar(name + "_tile")};
+        if (p.block_pairs) {
+            const std::vector<RVar> loops = {in_block, p.key_block, p.query_block, p.band_in_group};
+            for (int n = 0; n < 4; n++) sum.rename(blocks[n], loops[n]);
+        } else {
+            inner.insert(inner.begin() + 2, other_pair);
+        }
+        sum.split(in_block, inner.back().rvar, inner[1].rvar, tile);
+        const int d_block = split_head_dim(sum, v.d, d_blocks, p.head_dim, vec, k.d_block, then_outer(inner), k.d_padded);
+        sum.unroll(inner[1].rvar);
+        if (!p.block_pairs) return;
+        // One pair of blocks a tile: said, as bounds inference across the fused
+        // stages cannot prove it (it left a loop of run-time extent around it).
+        const std::vector<Var> a = pair_sums.args();
+        for (size_t n = 2; n < a.size(); n++) pair_sums.bound_extent(a[n], 1);
+        schedule_micro_tile(pair_sums, LoopLevel(sums, d_blocks), {a[0], a[1], RVar(other_block)}, d_block, tile, vec);
+    };
+    feature_sum(p.key_sum, p.key_blocks, p.key_in_block, p.block_key_sum, p.block_queries, p.query_in_block, kt,
+                "key", Var("dd"));
+    feature_sum(p.query_sum, p.query_blocks, p.query_in_block, p.block_query_sum, p.block_keys, p.key_in_block, qt,
+                "query", Var("qd"));
     // Keys' scalar sums: a key a lane. Lanes are distinct keys, which Halide
     // cannot prove through the window's index arithmetic: no race to allow.
     key_stats.reorder(then_outer({p.key_in_block, p.query_in_block}))
         .allow_race_conditions()
         .vectorize(p.key_in_block, vec);
+    // By pairs of blocks the keys' scalar sums lead: they walk the pairs' own
+    // domain, whose loop names the renamed sums' loops end in (compute_with
+    // matches them so).
     std::vector<Stage> fused = {query_sum, key_sum, key_stats};
+    if (p.block_pairs) std::rotate(fused.begin(), fused.begin() + 2, fused.end());
     if (p.form == ScoreForm::centred) {
         // Queries' scalar sums: a query's keys of the block are a vector of the
         // tile, added lane by lane into partial sums (rfactor), whose lanes are
@@ -178,11 +204,12 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
         p.query_stats.update().reorder(key_lane_r, v.t, v.h, v.b, v.group).parallel(v.h);
     }
     for (Stage s : fused) s.parallel(v.group).parallel(v.h).parallel(v.b);
-    for (size_t k = 1; k < fused.size(); k++) fused[k].compute_with(query_sum, p.key_block);
+    for (size_t k = 1; k < fused.size(); k++) fused[k].compute_with(fused[0], p.key_block);
 
     // The band's keys transposed once for the GEMMs; the queries' x and dy are
     // read in place (broadcast).
-    const LoopLevel band_at(p.query_sum, p.band_in_group), tile_at(p.query_sum, p.key_block);
+    const Func lead = p.block_pairs ? p.key_stats : p.query_sum;
+    const LoopLevel band_at(lead, p.band_in_group), tile_at(lead, p.key_block);
     PairTerms &t = p.terms;
     transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k.band, vec);
     // Per key block: the pair terms, vectorized over keys j, unrolled over queries

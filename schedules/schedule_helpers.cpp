@@ -106,18 +106,11 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
     Stage products = sum;
     if (!fixed_head_dim) {
         const std::vector<Var> a = micro_tile.args();  // (d, offset, band, h, b, block_var)
-        micro_tile.compute_at(s.sum, dd)
-            .vectorize(a[0], vec)
-            .unroll(a[0])
-            .unroll(a[1])
-            .bound_extent(a[0], d_block)
-            .bound_extent(a[1], tile)
-            .bound_extent(a[5], 1);
-        for (int k = 2; k < 5; k++) micro_tile.bound_storage(a[k], 1);
-        products = micro_tile.update();
         std::vector<VarOrRVar> products_order = {a[0], a[1], a[5], s.in_block};
         if (s.pair) products_order.insert(products_order.begin(), *s.pair);
-        products.reorder(products_order).vectorize(a[0], vec).unroll(a[0]).unroll(a[1]).unroll(a[5]);
+        micro_tile.bound_extent(a[5], 1);
+        products = schedule_micro_tile(micro_tile, LoopLevel(s.sum, dd), products_order, d_block, tile, vec);
+        products.unroll(a[5]);
     }
     // A pair's two products in adjacent lanes, reduced into one lane of d: the
     // bfloat16 dot product (vdpbf16ps) of a vector of d.
@@ -131,18 +124,36 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Expr &head_dim, int vec,
     stats.compute_with(sum, os);
 }
 
-void split_head_dim(Stage s, const Var &d, const Var &blocks, const Expr &head_dim, int vec, int d_block,
-                    const std::vector<VarOrRVar> &order, bool padded) {
+Stage schedule_micro_tile(Func tile, const LoopLevel &at, const std::vector<VarOrRVar> &order, int d_block, int across,
+                          int vec) {
+    const std::vector<Var> a = tile.args();
+    tile.compute_at(at)
+        .vectorize(a[0], vec)
+        .unroll(a[0])
+        .unroll(a[1])
+        .bound_extent(a[0], d_block)
+        .bound_extent(a[1], across);
+    for (size_t k = 2; k < a.size(); k++) tile.bound_storage(a[k], 1);
+    Stage update = tile.update();
+    update.reorder(order).vectorize(a[0], vec).unroll(a[0]).unroll(a[1]);
+    return update;
+}
+
+int split_head_dim(Stage s, const Var &d, const Var &blocks, const Expr &head_dim, int vec, int d_block,
+                   const std::vector<VarOrRVar> &order, bool padded) {
     const int D = constant_head_dim(head_dim), db = std::min(D, d_block);
     if (D > 0 && D % db == 0 && db % vec == 0) {
         s.split(d, blocks, d, db).reorder(order).vectorize(d, vec).unroll(d);
-    } else if (padded && d_block % vec == 0) {
+        return db;
+    }
+    if (padded && d_block % vec == 0) {
         s.split(d, blocks, d, d_block, TailStrategy::RoundUp).reorder(order).vectorize(d, vec).unroll(d);
     } else {
         s.split(d, blocks, d, d_block, TailStrategy::GuardWithIf)
             .reorder(order)
             .vectorize(d, vec, TailStrategy::GuardWithIf);
     }
+    return d_block;
 }
 
 

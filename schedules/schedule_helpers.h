@@ -64,9 +64,16 @@ void schedule_band_sum(BandSum &s, const Vars &v, const Halide::Expr &head_dim, 
 // accumulators in registers) where the head dim is fixed at compile time, or
 // where `padded`: the update reads features defined past the head dim
 // (clamped), so that the last block may run past it; otherwise the edge is
-// guarded, and the accumulators live in memory.
-void split_head_dim(Halide::Stage s, const Halide::Var &d, const Halide::Var &blocks, const Halide::Expr &head_dim,
-                    int vec, int d_block, const std::vector<Halide::VarOrRVar> &order, bool padded);
+// guarded, and the accumulators live in memory. Returns the block's size.
+int split_head_dim(Halide::Stage s, const Halide::Var &d, const Halide::Var &blocks, const Halide::Expr &head_dim,
+                   int vec, int d_block, const std::vector<Halide::VarOrRVar> &order, bool padded);
+
+// A micro-tile of a sum, f(d, across, ...) += ..., computed at `at`: d_block x
+// across accumulators of a constant size (one of each other dimension),
+// vectorized over d and unrolled, in registers across the update's loops
+// (`order`, innermost first, d and across among them). Returns the update.
+Halide::Stage schedule_micro_tile(Halide::Func f, const Halide::LoopLevel &at,
+                                  const std::vector<Halide::VarOrRVar> &order, int d_block, int across, int vec);
 
 // The head dim if the generator fixed it at compile time, else 0.
 int constant_head_dim(const Halide::Expr &head_dim);

@@ -1,4 +1,5 @@
 // The schedules' entry points: each target's family picks its knobs and schedule.
+#include "schedule_helpers.h"
 #include "schedules.h"
 
 namespace gka {
@@ -92,6 +93,10 @@ int BackwardSchedule::query_block() const {
 Expr BackwardSchedule::groups(const Expr &heads_and_batches, const Expr &bands) const {
     const int min_tasks = std::get<CpuBackwardKnobs>(knobs_).min_tasks;
     return Halide::clamp((min_tasks + heads_and_batches - 1) / heads_and_batches, 1, bands);
+}
+
+bool BackwardSchedule::block_pairs(const Expr &head_dim) const {
+    return !two_pass() && constant_head_dim(head_dim) == 0 && std::get<CpuBackwardKnobs>(knobs_).d_padded;
 }
 
 void BackwardSchedule::apply(BackwardPipeline &p) const { schedule_backward_cuda(p, std::get<CudaBackwardKnobs>(knobs_)); }

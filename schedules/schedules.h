@@ -92,6 +92,15 @@ public:
     // (group, head, batch), at most one a band; from the shape alone, so that
     // results never depend on the thread count.
     Halide::Expr groups(const Halide::Expr &heads_and_batches, const Halide::Expr &bands) const;
+    // Whether the one-pass backward sums the features by pairs of blocks
+    // (FusedBackwardPipeline::block_pairs): where the head dim is known at run
+    // time alone. There the sums' rows are a run-time stride apart, and LLVM
+    // keeps accumulators that may alias in memory; tiles of their own keep
+    // them in registers. A head dim fixed at compile time keeps them in
+    // registers in the sums themselves, and the tiles cost it (their values
+    // live across the fused stages' conditions and spill); so do micro-tiles
+    // that guard their d edge (d_padded 0: NEON's, whose tiles spilled).
+    bool block_pairs(const Halide::Expr &head_dim) const;
     void apply(BackwardPipeline &p) const;
     void apply(FusedBackwardPipeline &p) const;
     std::string knobs() const;
