@@ -22,6 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 NAME = re.compile(r"^gka/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/T=(?P<T>\d+)")
+# The head-dim sweep (gka_bench's "dims/..."): the best family, one T.
+DIMS = re.compile(r"^dims/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/T=(?P<T>\d+)")
 FAMILIES_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cmake", "families.tsv")
 
 
@@ -64,6 +66,30 @@ def gka_rows(medians):
         if g:
             rows[(g["family"], g["pass_"], g["window"], int(g["D"]))][int(g["T"])] = m
     return rows
+
+
+def dims_rows(medians):
+    """{(family, pass, window, T): {D: entry}} of the head-dim sweep."""
+    rows = defaultdict(dict)
+    for name, m in medians.items():
+        g = DIMS.match(name)
+        if g:
+            rows[(g["family"], g["pass_"], g["window"], int(g["T"]))][int(g["D"])] = m
+    return rows
+
+
+def write_head_dims(f, dims):
+    """GFLOP/s by head dim, and each over D=64's rate in the same run where the sweep has it."""
+    if not dims:
+        return
+    head_dims = sorted({D for r in dims.values() for D in r})
+    f.write("\n## Head dims: GFLOP/s (over D=64's)\n\n| family | pass | window | T | "
+            + " | ".join(f"D={D}" for D in head_dims) + " |\n" + "| --- " * (4 + len(head_dims)) + "|\n")
+    for key in sorted(dims):
+        row, base = dims[key], dims[key].get(64)
+        cells = [(f"{row[D]['gflops']:.1f}" + (f" ({row[D]['gflops'] / base['gflops']:.2f})" if base else ""))
+                 if D in row else "" for D in head_dims]
+        f.write("| " + " | ".join(str(k) for k in key) + " | " + " | ".join(cells) + " |\n")
 
 
 def sgemm_yardstick(medians):
@@ -160,9 +186,10 @@ def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target
                         sys.exit(f"report: {key} T={T} has no float32 run to compare with")
                     f.write(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {T} | {e['gflops']:.1f} | "
                             f"{ref['gflops']:.1f} | {e['gflops'] / ref['gflops']:.2f} |\n")
+        write_head_dims(f, dims_rows(medians))
         f.write("\n## Yardsticks\n\n| benchmark | time (ms) | GFLOP/s |\n| --- | --- | --- |\n")
         for name in sorted(medians):
-            if not name.startswith("gka/"):
+            if not name.startswith(("gka/", "dims/")):
                 f.write(f"| {name} | {medians[name]['time_ms']:.3f} | {medians[name]['gflops']:.1f} |\n")
         families = sorted({k[0] for k in rows})
         if len(families) > 1:
