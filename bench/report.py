@@ -21,9 +21,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-NAME = re.compile(r"^gka/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/T=(?P<T>\d+)")
-# The head-dim sweep (gka_bench's "dims/..."): the best family, one T.
-DIMS = re.compile(r"^dims/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/T=(?P<T>\d+)")
+# The kernels' runs: "gka/..." by sequence length, "dims/..." the head-dim sweep
+# (the best family, one T).
+NAME = re.compile(r"^(?P<suite>gka|dims)/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/T=(?P<T>\d+)")
 FAMILIES_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cmake", "families.tsv")
 
 
@@ -59,22 +59,26 @@ def load_medians(path):
     return data["context"], medians
 
 
-def gka_rows(medians):
-    rows = defaultdict(dict)  # (family, pass, window, D) -> {T: entry}
+def kernel_runs(medians, suite):
+    """(family, pass, window, D, T, entry) of each run of the suite ("gka" or "dims")."""
     for name, m in medians.items():
         g = NAME.match(name)
-        if g:
-            rows[(g["family"], g["pass_"], g["window"], int(g["D"]))][int(g["T"])] = m
+        if g and g["suite"] == suite:
+            yield g["family"], g["pass_"], g["window"], int(g["D"]), int(g["T"]), m
+
+
+def gka_rows(medians):
+    rows = defaultdict(dict)  # (family, pass, window, D) -> {T: entry}
+    for family, pass_, window, D, T, m in kernel_runs(medians, "gka"):
+        rows[(family, pass_, window, D)][T] = m
     return rows
 
 
 def dims_rows(medians):
     """{(family, pass, window, T): {D: entry}} of the head-dim sweep."""
     rows = defaultdict(dict)
-    for name, m in medians.items():
-        g = DIMS.match(name)
-        if g:
-            rows[(g["family"], g["pass_"], g["window"], int(g["T"]))][int(g["D"])] = m
+    for family, pass_, window, D, T, m in kernel_runs(medians, "dims"):
+        rows[(family, pass_, window, T)][D] = m
     return rows
 
 
