@@ -10,7 +10,8 @@
 //     gka_ab OLD/libgka.so NEW/libgka.so [rounds] [cpu family] [NEW's score form]
 //
 // The family defaults to the new library's best on this host. GKA_AB_HEAD_DIMS
-// (comma-separated) replaces the head dims 64 and 128; GKA_AB_BF16=1 times the
+// (comma-separated) replaces the head dims 64 and 128, GKA_AB_SEQ_LEN the T of
+// 4096 (a small T shows the calls' own overhead); GKA_AB_BF16=1 times the
 // bfloat16 calls instead of the float32 ones.
 //
 // The score form (gka_set_score_form: "centred" times the forward's centred
@@ -105,14 +106,21 @@ int main(int argc, char **argv) {
         }
     }
     const bool bf16 = std::getenv("GKA_AB_BF16") && std::string(std::getenv("GKA_AB_BF16")) == "1";
+    const char *tokens = std::getenv("GKA_AB_SEQ_LEN");
+    const int64_t seq_len = tokens ? std::strtoll(tokens, nullptr, 10) : 4096;
+    if (seq_len < 1) {
+        std::fprintf(stderr, "gka_ab: GKA_AB_SEQ_LEN is a token count >= 1, not '%s'\n", tokens);
+        return 2;
+    }
     std::vector<Case> cases;
     for (gka_window w : {gka_window{-1, 0}, gka_window{255, 0}})
         for (int64_t D : head_dims)
             cases.push_back({D, w, std::string(w.left < 0 ? "causal" : "(255, 0)") + " D=" + std::to_string(D)});
-    std::printf("%d rounds (the first dropped), family %s, new's score form %s, %s; time new / old\n", rounds,
-                family, score_form ? score_form : "(default)", bf16 ? "bfloat16" : "float32");
+    std::printf("%d rounds (the first dropped), family %s, new's score form %s, %s, T=%lld; time new / old\n",
+                rounds, family, score_form ? score_form : "(default)", bf16 ? "bfloat16" : "float32",
+                (long long)seq_len);
     for (const Case &c : cases) {
-        const gka_shape shape{1, 4096, 8, c.head_dim};
+        const gka_shape shape{1, seq_len, 8, c.head_dim};
         const size_t n = size_t(shape.seq_len * shape.heads * shape.head_dim);
         std::mt19937 rng(1);
         std::normal_distribution<float> normal(0.0f, 0.35f);  // gka_bench's smooth scale

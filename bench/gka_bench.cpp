@@ -17,7 +17,7 @@
 // documents of mixed lengths in one call, in a call each, and padded. Chunks
 // ("chunks/.../T=<T>/4"): a causal sequence in 4 chunks, every pair's kernels.
 // Kernel functions ("kernels/.../<kernel>"): the forward and backward with each
-// kernel function (gka_set_kernel), one after another for each shape, on the
+// kernel function (gka_call.kernel), one after another for each shape, on the
 // best family at the sharp cases' T.
 // Counters (rates): GFLOP by docs/spec.md's accounting (forward 4*D*pairs, backward 10*D*pairs)
 // and pairs/s. Benchmarks measure; they assert nothing.
@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -104,28 +105,46 @@ struct Bf16Data {
         : x(gka_test::to_bf16(d.x)), dy(gka_test::to_bf16(d.dy)), y(d.y.size()), dx(d.dx.size()) {}
 };
 
-// pass: fwd, bwd or fwdbwd, with "_bf16" for the bfloat16 calls; kernel: the
-// kernel function (gka_set_kernel).
+// The description of a call on d's tensors (float32 unless the caller sets more).
+gka_call described(Data &d, gka_window w) {
+    gka_call c = gka_call_init();
+    c.shape = d.shape, c.window = w;
+    c.x = d.x.data(), c.sigma = d.sigma.data(), c.y = d.y.data(), c.lse = d.lse.data();
+    c.dy = d.dy.data(), c.dx = d.dx.data(), c.dsigma = d.dsigma.data();
+    return c;
+}
+
+// kernel_function_names' index of `name`, or -1.
+int kernel_index(const std::string &name) {
+    for (size_t k = 0; k < std::size(gka::kernel_function_names); k++)
+        if (name == gka::kernel_function_names[k]) return int(k);
+    return -1;
+}
+
+// pass: fwd, bwd or fwdbwd, with "_bf16" for bfloat16 features; kernel: the
+// kernel function's name.
 void gka_case(benchmark::State &state, std::string family, std::string pass, gka_window w, gka_shape shape,
               float feature_scale, std::string kernel) {
-    if (gka_set_cpu_family(family.c_str()) != GKA_OK || gka_set_kernel(kernel.c_str()) != GKA_OK) {
+    if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
         state.SkipWithError(gka_last_error());
+        return;
+    }
+    if (kernel_index(kernel) < 0) {
+        state.SkipWithError(("unknown kernel function " + kernel).c_str());
         return;
     }
     Data d(shape, feature_scale);
     const bool is_bf16 = pass.size() > 5 && pass.substr(pass.size() - 5) == "_bf16";
     if (is_bf16) pass.resize(pass.size() - 5);
     const std::unique_ptr<Bf16Data> bf16 = is_bf16 ? std::make_unique<Bf16Data>(d) : nullptr;
-    auto forward = [&] {
-        check(bf16 ? gka_forward_bf16(shape, w, bf16->x.data(), d.sigma.data(), bf16->y.data(), d.lse.data())
-                   : gka_forward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
-    };
-    auto backward = [&] {
-        check(bf16 ? gka_backward_bf16(shape, w, bf16->x.data(), d.sigma.data(), bf16->y.data(), d.lse.data(),
-                                       bf16->dy.data(), bf16->dx.data(), d.dsigma.data())
-                   : gka_backward(shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data(), d.dy.data(),
-                                  d.dx.data(), d.dsigma.data()));
-    };
+    gka_call c = described(d, w);
+    c.kernel = gka_kernel_function(kernel_index(kernel));
+    if (bf16) {
+        c.dtype = GKA_BFLOAT16, c.x = bf16->x.data(), c.y = bf16->y.data(), c.dy = bf16->dy.data();
+        c.dx = bf16->dx.data();
+    }
+    auto forward = [&] { check(gka_run_forward(&c)); };
+    auto backward = [&] { check(gka_run_backward(&c)); };
     forward();
     const bool fwd = pass != "bwd", bwd = pass != "fwd";
     for (auto _ : state) {
@@ -137,7 +156,6 @@ void gka_case(benchmark::State &state, std::string family, std::string pass, gka
     state.counters["GFLOP"] = Counter(flops * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["pairs"] = Counter(pairs, Counter::kIsIterationInvariantRate);
     state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads, " + gka_last_kernel());
-    check(gka_set_kernel(nullptr));
 }
 
 void sgemm_case(benchmark::State &state, int64_t m, int64_t n, int64_t k) {
@@ -172,10 +190,10 @@ void decode_case(benchmark::State &state, std::string family, gka_window w, int6
     const int64_t row = shape.heads * shape.head_dim, capacity = w.left < 0 ? length + 1 : w.left;
     Data cache({1, capacity, shape.heads, shape.head_dim}, smooth_features);
     std::vector<float> x(cache.x.begin(), cache.x.begin() + row), y(row), lse(shape.heads);
-    for (auto _ : state) {
-        check(gka_decode(shape, capacity, w, x.data(), cache.sigma.data(), &length, cache.x.data(), y.data(),
-                         lse.data()));
-    }
+    gka_call c = gka_call_init();
+    c.shape = shape, c.window = w, c.cache_capacity = capacity, c.cache_lens = &length;
+    c.x = x.data(), c.sigma = cache.sigma.data(), c.cache = cache.x.data(), c.y = y.data(), c.lse = lse.data();
+    for (auto _ : state) check(gka_run_decode(&c));
     const double keys = double(std::min(length, w.left < 0 ? length : w.left));
     state.counters["GB"] = Counter(keys * row * sizeof(float) * 1e-9, Counter::kIsIterationInvariantRate);
     state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
@@ -198,21 +216,21 @@ void varlen_case(benchmark::State &state, std::string family, std::string pass, 
     const int64_t B = int64_t(lengths.size());
     Data d(how == "padded" ? gka_shape{B, longest, H, D} : gka_shape{1, cu.back(), H, D}, smooth_features);
     auto run = [&](bool forward) {
-        auto one = [&](gka_shape s, int64_t first, float *lse) {
-            const int64_t at = first * row;
-            return forward ? gka_forward(s, w, &d.x[at], d.sigma.data(), &d.y[at], lse)
-                           : gka_backward(s, w, &d.x[at], d.sigma.data(), &d.y[at], lse, &d.dy[at], &d.dx[at],
-                                          d.dsigma.data());
-        };
-        if (how == "padded") return check(one(d.shape, 0, d.lse.data()));
+        auto one = [&](gka_call c) { check(forward ? gka_run_forward(&c) : gka_run_backward(&c)); };
+        const gka_call whole = described(d, w);
+        if (how == "padded") return one(whole);
         if (how == "varlen") {
-            const gka_shape packed{B, cu.back(), H, D};
-            return check(forward ? gka_forward_varlen(packed, cu.data(), w, d.x.data(), d.sigma.data(), d.y.data(),
-                                                      d.lse.data())
-                                 : gka_backward_varlen(packed, cu.data(), w, d.x.data(), d.sigma.data(), d.y.data(),
-                                                       d.lse.data(), d.dy.data(), d.dx.data(), d.dsigma.data()));
+            gka_call packed = whole;
+            packed.shape = {B, cu.back(), H, D}, packed.cu_seqlens = cu.data();
+            return one(packed);
         }
-        for (int64_t s = 0; s < B; s++) check(one({1, lengths[s], H, D}, cu[s], &d.lse[cu[s] * H]));
+        for (int64_t s = 0; s < B; s++) {
+            gka_call c = whole;
+            const int64_t at = cu[s] * row;
+            c.shape = {1, lengths[s], H, D}, c.lse = &d.lse[cu[s] * H];
+            c.x = &d.x[at], c.y = &d.y[at], c.dy = &d.dy[at], c.dx = &d.dx[at];
+            one(c);
+        }
     };
     run(true);
     for (auto _ : state) run(pass == "fwd");
@@ -236,7 +254,8 @@ void chunk_case(benchmark::State &state, std::string family, std::string pass, i
     const int64_t size = T / chunks, row = 8 * 64;
     const gka_shape shape{1, size, 8, 64};
     Data d({1, T, 8, 64}, smooth_features);
-    check(gka_forward(d.shape, w, d.x.data(), d.sigma.data(), d.y.data(), d.lse.data()));
+    gka_call whole = described(d, w);
+    check(gka_run_forward(&whole));
     std::vector<float> y(size * row), lse(8 * size), dx(size * row), dx_keys(size * row);
     std::vector<std::vector<float>> merged_lse(chunks, std::vector<float>(8 * size));  // [H][size] of each chunk
     for (int64_t q = 0; q < chunks; q++)
@@ -244,12 +263,18 @@ void chunk_case(benchmark::State &state, std::string family, std::string pass, i
     for (auto _ : state) {
         for (int64_t q = 0; q < chunks; q++)
             for (int64_t k = 0; k <= q; k++) {  // causal: the later chunks have no pair
-                const gka_chunk c{q * size, k * size, size};
-                const float *xq = &d.x[q * size * row], *xk = &d.x[k * size * row];
-                check(pass == "fwd" ? gka_forward_chunk(shape, c, w, xq, xk, d.sigma.data(), y.data(), lse.data())
-                                    : gka_backward_chunk(shape, c, w, xq, xk, d.sigma.data(), &d.y[q * size * row],
-                                                         merged_lse[q].data(), &d.dy[q * size * row], dx.data(), dx_keys.data(),
-                                                         d.dsigma.data()));
+                const gka_chunk placement{q * size, k * size, size};
+                gka_call c = gka_call_init();
+                c.shape = shape, c.window = w, c.chunk = &placement, c.sigma = d.sigma.data();
+                c.x = &d.x[q * size * row], c.keys = &d.x[k * size * row];
+                if (pass == "fwd") {
+                    c.y = y.data(), c.lse = lse.data();
+                    check(gka_run_forward(&c));
+                } else {
+                    c.y = &d.y[q * size * row], c.lse = merged_lse[q].data(), c.dy = &d.dy[q * size * row];
+                    c.dx = dx.data(), c.dx_keys = dx_keys.data(), c.dsigma = d.dsigma.data();
+                    check(gka_run_backward(&c));
+                }
             }
     }
     const double pairs = double(gka_ref::allowed_pairs(d.shape, w));

@@ -69,12 +69,13 @@ int main() {
         const gka_ref::Problem p = gka_ref::make_problem(shape, w, sigma, 1.5, 42);
         std::vector<float> y(p.size()), lse(p.rows()), dx(p.size()), dsigma(H);
         const double pairs = double(gka_ref::allowed_pairs(shape, w));
-        const double fwd = median_seconds([&] { check(gka_forward(shape, w, p.x.data(), p.sigma.data(), y.data(), lse.data())); });
+        gka_call call = gka_call_init();  // float32, the Gaussian, on the CPU
+        call.shape = shape, call.window = w;
+        call.x = p.x.data(), call.sigma = p.sigma.data(), call.y = y.data(), call.lse = lse.data();
+        call.dy = p.dy.data(), call.dx = dx.data(), call.dsigma = dsigma.data();
+        const double fwd = median_seconds([&] { check(gka_run_forward(&call)); });
         const std::string fwd_kernel = gka_last_kernel();  // the shape class's variant (schedules/tuned.tsv)
-        const double bwd = median_seconds([&] {
-            check(gka_backward(shape, w, p.x.data(), p.sigma.data(), y.data(), lse.data(), p.dy.data(), dx.data(),
-                               dsigma.data()));
-        });
+        const double bwd = median_seconds([&] { check(gka_run_backward(&call)); });
         const std::string bwd_kernel = gka_last_kernel();
 
         // Head 0 alone, through the reference loops.

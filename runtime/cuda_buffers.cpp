@@ -1,5 +1,5 @@
 // Device memory as libgka's device entry points handle it (cuda_internal.h):
-// whether the caller's tensors wrapped, fills, a call's own scratch, and 2D copies.
+// whether the caller's tensors wrapped, fills, uploads, a call's own scratch, and 2D copies.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -24,6 +24,16 @@ gka_status fill(const char *call, float *p, int64_t count, float value, void *st
     if (bound.status != GKA_OK) return bound.status;
     if (CUresult r = driver.cuMemsetD32Async(CUdeviceptr(uintptr_t(p)), bits, size_t(count), stream); r != 0) {
         return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemsetD32Async", r));
+    }
+    return GKA_OK;
+}
+
+gka_status upload(const char *call, float *to, const float *from, int64_t count, void *stream) {
+    BoundContext bound(call);
+    if (bound.status != GKA_OK) return bound.status;
+    const size_t bytes = size_t(count) * sizeof(float);
+    if (CUresult r = driver.cuMemcpyHtoDAsync(CUdeviceptr(uintptr_t(to)), from, bytes, stream); r != 0) {
+        return fail(GKA_ERR_DEVICE, std::string(call) + ": " + driver_message("cuMemcpyHtoDAsync", r));
     }
     return GKA_OK;
 }

@@ -209,17 +209,6 @@ gka_status device_in_use(const char **family) {
     return device_family(family);
 }
 
-gka_status prepare(const gka_shape &shape, const gka_window &window, const float *sigma,
-                   std::initializer_list<std::pair<const void *, const char *>> pointers, const char **family,
-                   const std::function<gka_status()> &more) {
-    gka::internal::clear_error();
-    if (gka_status s = gka::internal::check_arguments(shape, window, sigma, pointers, false); s != GKA_OK) return s;
-    if (more) {
-        if (gka_status s = more(); s != GKA_OK) return s;
-    }
-    return device_in_use(family);
-}
-
 }  // namespace gka::internal::cuda
 
 extern "C" {

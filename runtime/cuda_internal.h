@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -13,6 +12,7 @@
 #include "HalideRuntime.h"
 #include "HalideRuntimeCuda.h"
 #include "buffers.h"
+#include "call.h"
 #include "gka/gka.h"
 
 namespace gka::internal::cuda {
@@ -84,12 +84,6 @@ struct BoundContext {
 // The driver, and the family of the device in use.
 gka_status device_in_use(const char **family);
 
-// What every device call does first: the host checks (the arguments', then
-// the call's own `more`), then the driver and the family.
-gka_status prepare(const gka_shape &shape, const gka_window &window, const float *sigma,
-                   std::initializer_list<std::pair<const void *, const char *>> pointers, const char **family,
-                   const std::function<gka_status()> &more = {});
-
 // A view of caller device memory: no host side, nothing to copy, nothing owned.
 struct DeviceBuffer {
     halide_dimension_t dims[4];
@@ -140,15 +134,20 @@ struct Scratch {
 gka_status copy_rows(const char *call, float *to, int64_t to_pitch, const float *from, int64_t from_pitch,
                      int64_t width, int64_t rows, void *stream);
 
-// The forward on `family`, its arguments checked (forward's, or varlen's for
-// every sequence at once). Defined, and instantiated for float and gka_bf16, in
-// cuda_attention.cpp.
-template <class T>
-gka_status run_forward(const char *call, const char *family, gka_shape shape, gka_window window, const T *x,
-                       const float *sigma, T *y, float *lse, void *stream);
-template <class T>
-gka_status run_backward(const char *call, const char *family, gka_shape shape, gka_window window, const T *x,
-                        const float *sigma, const T *y, const float *lse, const T *dy, T *dx, float *dsigma,
-                        void *stream);
+// `count` floats from host memory to device memory, on `stream` (from pageable
+// memory: the driver has staged them when it returns).
+gka_status upload(const char *call, float *to, const float *from, int64_t count, void *stream);
+
+// The operations on the device's `family`, on a description run_call has
+// checked (call.h): the forward and backward (cuda_attention.cpp; varlen runs
+// them on each sequence), varlen (cuda_varlen.cpp), a chunk with pairs in its
+// window (cuda_chunk.cpp), decode (cuda_decode.cpp). `name`: the entry point.
+gka_status forward(const gka_call &c, const char *family, const char *name);
+gka_status backward(const gka_call &c, const char *family, const char *name);
+gka_status forward_varlen(const gka_call &c, const char *family, const char *name);
+gka_status backward_varlen(const gka_call &c, const char *family, const char *name);
+gka_status forward_chunk(const gka_call &c, const char *family, const char *name);
+gka_status backward_chunk(const gka_call &c, const char *family, const char *name);
+gka_status decode(const gka_call &c, const char *family, const char *name);
 
 }  // namespace gka::internal::cuda

@@ -1,5 +1,7 @@
-// libgka's C ABI: argument validation, CPU family dispatch, threads and errors.
-// The kernels themselves are the AOT-compiled Halide pipelines (kernel_variants.cpp).
+// libgka's settings and queries (gka.h): errors, CPU families, threads, the
+// older calls' kernel function and score form, the variants compiled in; and
+// the rules the host and device halves share (internal.h). The compute calls
+// are call.cpp's; the kernels the AOT-compiled pipelines (kernel_variants.cpp).
 #include "gka/gka.h"
 
 #include <algorithm>
@@ -42,12 +44,10 @@ gka_status fail(gka_status status, std::string message) {
 void record_halide_error(void *, const char *message) { last_error = std::string("halide: ") + message; }
 
 std::atomic<const CpuFamily *> forced_family{nullptr};
-// gka_set_score_form: the first form a call tries (score_form.h's names),
-// each next one until one serves the inputs, direct last; "auto" starts about
-// the origin only where sampled tokens allow. In the enum's order.
-enum class ScoreSetting { automatic, origin, centred, direct };
+// gka_set_score_form: the older calls' first score form (gka_call.scores for
+// them). The names in gka_score_policy's order.
 const char *const score_setting_names[] = {"auto", "origin", "centred", "direct"};
-std::atomic<ScoreSetting> score_setting{ScoreSetting::automatic};
+std::atomic<gka_score_policy> score_setting{GKA_SCORES_AUTO};
 std::string startup_error;  // a bad GKA_CPU_TARGET / GKA_NUM_THREADS, reported by every call
 std::once_flag initialized;
 
@@ -132,7 +132,7 @@ const CpuFamily *current_family() {
 }
 
 // The kernels index buffers with 32-bit integers.
-constexpr int64_t max_elements = INT32_MAX;
+constexpr int64_t max_elements = INT32_MAX;  // check_decode's cache; call.cpp checks the tensors
 
 }  // namespace
 
@@ -154,40 +154,13 @@ gka_status ran(const char *kernel, int code, gka_status other, int fallback_rank
 }
 int last_fallback_rank() { return last_rank; }
 void initialize_once() { std::call_once(initialized, initialize); }
-gka::KernelFunction kernel_function() { return ::kernel_function; }
+gka::KernelFunction thread_kernel_function() { return ::kernel_function; }
+gka_score_policy process_score_policy() { return score_setting; }
 const gka::CpuFamily *cpu_family() { return current_family(); }
 
-gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
-                           std::initializer_list<std::pair<const void *, const char *>> pointers,
-                           bool sigma_on_host) {
-    if (s.batch < 1 || s.seq_len < 1 || s.heads < 1 || s.head_dim < 1) {
-        return fail(GKA_ERR_INVALID_ARGUMENT, "shape (batch=" + std::to_string(s.batch) +
-                                                  ", seq_len=" + std::to_string(s.seq_len) +
-                                                  ", heads=" + std::to_string(s.heads) +
-                                                  ", head_dim=" + std::to_string(s.head_dim) +
-                                                  "): every dimension must be >= 1");
-    }
-    for (const auto &[pointer, name] : pointers) {
-        if (pointer == nullptr) return fail(GKA_ERR_INVALID_ARGUMENT, std::string(name) + " is NULL");
-    }
-    if (w.left < -1 || w.right < -1) {
-        return fail(GKA_ERR_INVALID_ARGUMENT, "window (" + std::to_string(w.left) + ", " +
-                                                  std::to_string(w.right) + "): left and right must be >= -1");
-    }
-    // Checked before sigma is read, so that a shape past the limit is refused
-    // without scanning sigma over the heads it claims.
-    __int128 elements = __int128(s.batch) * s.seq_len * s.heads * s.head_dim;
-    if (elements > max_elements) {
-        return fail(GKA_ERR_UNSUPPORTED, "shape has " + std::to_string(int64_t(elements > INT64_MAX ? INT64_MAX : elements)) +
-                                             " elements per tensor; the kernels address at most 2^31 - 1");
-    }
-    for (int64_t h = 0; sigma_on_host && h < s.heads; h++) {
-        if (!std::isfinite(sigma[h]) || !(sigma[h] > 0.0f)) {
-            return fail(GKA_ERR_INVALID_ARGUMENT, "sigma[" + std::to_string(h) + "] = " + std::to_string(sigma[h]) +
-                                                      ": each sigma must be finite and > 0");
-        }
-    }
-    return GKA_OK;
+std::string shape_text(const gka_shape &s) {
+    return "shape (batch=" + std::to_string(s.batch) + ", seq_len=" + std::to_string(s.seq_len) +
+           ", heads=" + std::to_string(s.heads) + ", head_dim=" + std::to_string(s.head_dim) + ")";
 }
 
 KernelWindow kernel_window(const gka_window &w, int64_t seq_len) {
@@ -202,7 +175,6 @@ gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_wind
                                                   std::to_string(window.right) +
                                                   "): the right span must be 0 (the new tokens' future is not there)");
     }
-    if (capacity < 1) return fail(GKA_ERR_INVALID_ARGUMENT, "cache capacity " + std::to_string(capacity) + " < 1");
     if (__int128(shape.batch) * capacity * shape.heads * shape.head_dim > max_elements) {
         return fail(GKA_ERR_UNSUPPORTED, "the cache has more than 2^31 - 1 elements, the most the kernels address");
     }
@@ -237,229 +209,7 @@ gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_wind
 
 }  // namespace gka::internal
 
-namespace {
-
-using gka::internal::check_arguments;
-using gka::internal::check_decode;
-using gka::internal::ElementOf;
-using gka::internal::features;
-using gka::internal::kernel_window;
-using gka::internal::per_head;
-using gka::internal::rows;
-using gka::internal::KernelWindow;
-
-gka::WindowKind window_kind(const gka_window &w, const gka_shape &s) {
-    return gka::window_kind(w.left, w.right, s.seq_len);
-}
-
-// Whether the expansion's scores meet the accuracy contract (docs/spec.md) on these
-// inputs: each score's rounding is about eps * sqrt(D) * |c|^2 / sigma^2 for
-// features c about the variant's centre (the origin's: x itself), and its
-// weight's relative error the same. Where some
-// (head, batch) has max_t |c_t|^2 above expansion_limit * sigma_h^2 (tokens
-// far apart in units of sigma, whose near neighbours, if any, would get
-// scores of noise), the next form runs instead. tests/test_accuracy.cpp
-// probes this boundary.
-constexpr double expansion_limit = 64;
-bool expansion_serves(const Buffer<float, 2> &spread, const float *sigma) {
-    for (int b = 0; b < spread.dim(1).extent(); b++)
-        for (int h = 0; h < spread.dim(0).extent(); h++) {
-            const double var = double(sigma[h]) * sigma[h];
-            if (!(spread(h, b) <= expansion_limit * var)) return false;
-        }
-    return true;
-}
-
-// Every row's only key is itself: the direct form gives the exact dx = dy,
-// dsigma = 0 (its dS is dy . (x_i - y_i), and y_i = x_i).
-bool self_only(const gka::internal::KernelWindow &w, const gka_shape &s) {
-    return s.seq_len == 1 || (w.left == 0 && w.right == 0);
-}
-
-// Whether the forward's expansion about the origin may serve these inputs:
-// sampled tokens (16 spread over the sequence, in up to 4 batch entries: at
-// most 64 a head, whatever the call's size) lie within the expansion's
-// bound of the origin. The kernel's spread, over every token, decides; this
-// test spares a run that the samples already rule out (features with a
-// common offset), so that such calls cost one expansion, not two.
-template <class T>
-bool origin_may_serve(const T *x, const gka_shape &s, const float *sigma) {
-    const int64_t tokens = std::min<int64_t>(s.seq_len, 16), batches = std::min<int64_t>(s.batch, 4);
-    for (int64_t m = 0; m < batches; m++)
-        for (int64_t n = 0; n < tokens; n++) {
-            const int64_t b = m * s.batch / batches, t = n * s.seq_len / tokens;
-            const T *token = x + ((b * s.seq_len + t) * s.heads) * s.head_dim;
-            for (int64_t h = 0; h < s.heads; h++) {
-                double norm = 0;
-                for (int64_t d = 0; d < s.head_dim; d++) {
-                    const double v = ElementOf<T>::value(token[h * s.head_dim + d]);
-                    norm += v * v;
-                }
-                if (!(norm <= expansion_limit * double(sigma[h]) * sigma[h])) return false;
-            }
-        }
-    return true;
-}
-
-// Runs the score forms a call tries, in turn, of those the build compiled
-// (kernels/variants.py: the expansions for the Gaussian alone, whose origin
-// form the forward's alone; the direct form, which serves every input): the
-// origin's expansion where `origin`, the centred one where `centred`, then the
-// direct form, each until one serves the inputs. `pick` gives a form's variant
-// (null: not compiled), `run` runs one, writing the spread; `not_built` is the
-// error of a call that no compiled form serves.
-template <class Pick, class Run, class NotBuilt>
-gka_status run_serving_form(bool origin, bool centred, Pick pick, Run run, const Buffer<float, 2> &spread,
-                            const float *sigma, NotBuilt not_built) {
-    const std::pair<gka::ScoreForm, bool> forms[] = {
-        {gka::ScoreForm::origin, origin}, {gka::ScoreForm::centred, centred}, {gka::ScoreForm::direct, true}};
-    for (const auto &[form, wanted] : forms) {
-        const auto *k = wanted ? pick(form) : nullptr;
-        if (k == nullptr) continue;
-        const int code = run(k);
-        if (code != 0 || form == gka::ScoreForm::direct || expansion_serves(spread, sigma)) {
-            return gka::internal::ran(k, code, GKA_ERR_INTERNAL);
-        }
-    }
-    return not_built();
-}
-
-template <class T>
-gka_status forward(gka_shape shape, gka_window window, const T *x, const float *sigma, T *y, float *lse) {
-    last_error.clear();
-    if (gka_status s = check_arguments(shape, window, sigma, {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}});
-        s != GKA_OK) {
-        return s;
-    }
-    const CpuFamily *f = current_family();
-    if (f == nullptr) return GKA_ERR_UNSUPPORTED;
-    auto xb = features(x, shape), yb = features(y, shape);
-    auto sb = per_head(sigma, shape);
-    auto lb = rows(lse, shape);
-    const KernelWindow w = kernel_window(window, shape.seq_len);
-    const auto kind = window_kind(window, shape);
-    Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
-    gka::DenormalsFlushed flushed;
-    const ScoreSetting setting = score_setting;
-    auto pick = [&](gka::ScoreForm form) {
-        return gka::forward_variant(f->name, kernel_function, shape.head_dim, kind, shape.seq_len, form,
-                                    ElementOf<T>::element);
-    };
-    // The origin's samples are read only where its variant exists (the Gaussian's).
-    const bool origin = pick(gka::ScoreForm::origin) != nullptr &&
-                        (setting == ScoreSetting::origin ||
-                         (setting == ScoreSetting::automatic && origin_may_serve(x, shape, sigma)));
-    return run_serving_form(
-        origin, setting != ScoreSetting::direct, pick,
-        [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread, sigma,
-        [&] { return gka::not_built("forward", f->name, kernel_function, shape.head_dim, ElementOf<T>::element); });
-}
-
-template <class T>
-gka_status backward(gka_shape shape, gka_window window, const T *x, const float *sigma, const T *y, const float *lse,
-                    const T *dy, T *dx, float *dsigma) {
-    last_error.clear();
-    if (gka_status s = check_arguments(shape, window, sigma,
-                                       {{x, "x"}, {sigma, "sigma"}, {y, "y"}, {lse, "lse"}, {dy, "dy"},
-                                        {dx, "dx"}, {dsigma, "dsigma"}});
-        s != GKA_OK) {
-        return s;
-    }
-    const CpuFamily *f = current_family();
-    if (f == nullptr) return GKA_ERR_UNSUPPORTED;
-    auto xb = features(x, shape), yb = features(y, shape), dyb = features(dy, shape), dxb = features(dx, shape);
-    auto sb = per_head(sigma, shape), dsb = per_head(dsigma, shape);
-    auto lb = rows(lse, shape);
-    const KernelWindow w = kernel_window(window, shape.seq_len);
-    const auto kind = window_kind(window, shape);
-    Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
-    gka::DenormalsFlushed flushed;
-    return run_serving_form(
-        false, score_setting != ScoreSetting::direct && !self_only(w, shape),
-        [&](gka::ScoreForm form) {
-            return gka::backward_variant(f->name, kernel_function, shape.head_dim, kind, shape.seq_len, form,
-                                         ElementOf<T>::element);
-        },
-        [&](const auto *k) { return k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread); }, spread,
-        sigma,
-        [&] { return gka::not_built("backward", f->name, kernel_function, shape.head_dim, ElementOf<T>::element); });
-}
-
-template <class T>
-gka_status decode(gka_shape shape, int64_t capacity, gka_window window, const T *x, const float *sigma,
-                  const int64_t *cache_lens, T *cache, T *y, float *lse) {
-    last_error.clear();
-    if (gka_status s = check_arguments(shape, window, sigma,
-                                       {{x, "x"}, {sigma, "sigma"}, {cache_lens, "cache_lens"}, {cache, "cache"},
-                                        {y, "y"}, {lse, "lse"}});
-        s != GKA_OK) {
-        return s;
-    }
-    if (gka_status s = check_decode(shape, capacity, window, cache_lens); s != GKA_OK) return s;
-    const CpuFamily *f = current_family();
-    if (f == nullptr) return GKA_ERR_UNSUPPORTED;
-    gka_shape cache_shape = shape;
-    cache_shape.seq_len = capacity;
-    auto xb = features(x, shape), yb = features(y, shape), cb = features(cache, cache_shape);
-    auto sb = per_head(sigma, shape);
-    auto lb = rows(lse, shape);
-    Buffer<int32_t, 1> lengths(int(shape.batch));
-    for (int64_t b = 0; b < shape.batch; b++) lengths(int(b)) = int32_t(cache_lens[b]);
-    // A span past the capacity reaches what a span of the capacity does (check_decode).
-    const int32_t left = kernel_window(window, capacity).left;
-    const auto *k = gka::decode_variant(f->name, kernel_function, shape.head_dim, ElementOf<T>::element);
-    if (k == nullptr) {
-        return gka::not_built("decode", f->name, kernel_function, shape.head_dim, ElementOf<T>::element);
-    }
-    gka::DenormalsFlushed flushed;
-    if (gka_status s = gka::internal::ran(k, k->run(xb, cb, lengths, sb, left, yb, lb), GKA_ERR_INTERNAL);
-        s != GKA_OK) {
-        return s;
-    }
-    // The new tokens' features into their slots: the last `capacity` of them.
-    const int64_t row = shape.heads * shape.head_dim;
-    for (int64_t b = 0; b < shape.batch; b++) {
-        for (int64_t q = std::max<int64_t>(0, shape.seq_len - capacity); q < shape.seq_len; q++) {
-            const int64_t slot = (cache_lens[b] + q) % capacity;
-            std::copy_n(x + (b * shape.seq_len + q) * row, row, cache + (b * capacity + slot) * row);
-        }
-    }
-    return GKA_OK;
-}
-
-}  // namespace
-
 extern "C" {
-
-gka_status gka_decode(gka_shape shape, int64_t capacity, gka_window window, const float *x, const float *sigma,
-                      const int64_t *cache_lens, float *cache, float *y, float *lse) {
-    return decode(shape, capacity, window, x, sigma, cache_lens, cache, y, lse);
-}
-
-gka_status gka_decode_bf16(gka_shape shape, int64_t capacity, gka_window window, const gka_bf16 *x,
-                           const float *sigma, const int64_t *cache_lens, gka_bf16 *cache, gka_bf16 *y, float *lse) {
-    return decode(shape, capacity, window, x, sigma, cache_lens, cache, y, lse);
-}
-
-gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
-                       float *lse) {
-    return forward(shape, window, x, sigma, y, lse);
-}
-
-gka_status gka_backward(gka_shape shape, gka_window window, const float *x, const float *sigma, const float *y,
-                        const float *lse, const float *dy, float *dx, float *dsigma) {
-    return backward(shape, window, x, sigma, y, lse, dy, dx, dsigma);
-}
-
-gka_status gka_forward_bf16(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma, gka_bf16 *y,
-                            float *lse) {
-    return forward(shape, window, x, sigma, y, lse);
-}
-
-gka_status gka_backward_bf16(gka_shape shape, gka_window window, const gka_bf16 *x, const float *sigma,
-                             const gka_bf16 *y, const float *lse, const gka_bf16 *dy, gka_bf16 *dx, float *dsigma) {
-    return backward(shape, window, x, sigma, y, lse, dy, dx, dsigma);
-}
 
 const char *gka_last_error(void) { return last_error.c_str(); }
 
@@ -497,7 +247,7 @@ int gka_cpu_family_supported(const char *family) {
 const char *gka_kernel_variant(const char *family, const char *pass, gka_shape shape, gka_window window,
                                const char **knobs) {
     if (family == nullptr || pass == nullptr) return nullptr;
-    const gka::WindowKind kind = window_kind(window, shape);
+    const gka::WindowKind kind = gka::window_kind(window.left, window.right, shape.seq_len);
     const char *name = nullptr, *compiled_knobs = nullptr;
     auto pick = [&](const auto *variant) {
         if (variant) name = variant->name, compiled_knobs = variant->knobs;
@@ -561,7 +311,7 @@ gka_status gka_set_score_form(const char *form) {
     if (f == "expansion") f = "centred";  // the centred form's former name, kept for older callers
     for (size_t k = 0; k < std::size(score_setting_names); k++) {
         if (f == score_setting_names[k]) {
-            score_setting = ScoreSetting(k);
+            score_setting = gka_score_policy(k);
             return GKA_OK;
         }
     }

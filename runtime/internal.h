@@ -1,5 +1,5 @@
-// What libgka's host entry points (gka.cpp) share with its device entry points
-// (cuda_*.cpp): errors, one-time initialization, argument validation.
+// What libgka's host and device halves share: errors, one-time
+// initialization, the rules of windows, chunks, varlen batches and decode.
 #pragma once
 
 #include <cstdint>
@@ -45,14 +45,14 @@ void initialize_once();
 // The CPU family that runs now (forced or the best the host runs), or null
 // with the error recorded.
 const CpuFamily *cpu_family();
-// The kernel function the calling thread's calls run (gka_set_kernel).
-KernelFunction kernel_function();
+// The shape as messages name it: "shape (batch=.., seq_len=.., heads=.., head_dim=..)".
+std::string shape_text(const gka_shape &s);
 
-// Shape, NULL pointers, window, sigma (only if it is host memory: device memory
-// is never read here) and the kernels' 32-bit index limit.
-gka_status check_arguments(const gka_shape &s, const gka_window &w, const float *sigma,
-                           std::initializer_list<std::pair<const void *, const char *>> pointers,
-                           bool sigma_on_host = true);
+// The settings the older calls (legacy.cpp) compute with: the calling
+// thread's kernel function (gka_set_kernel) and the process's score policy
+// (gka_set_score_form).
+KernelFunction thread_kernel_function();
+gka_score_policy process_score_policy();
 
 // The window as the kernels take it: int32, a span wider than the sequence
 // meaning unbounded, as -1 does.
@@ -61,16 +61,18 @@ struct KernelWindow {
 };
 KernelWindow kernel_window(const gka_window &w, int64_t seq_len);
 
-// Decode's own checks, after check_arguments (shape.seq_len: the new tokens):
-// the window (right span 0), and that the cache holds every key each sequence
+// Decode's own checks (shape.seq_len: the new tokens; capacity >= 1): the
+// window (right span 0), and that the cache holds every key each sequence
 // reaches, now and after the new tokens are written.
 gka_status check_decode(const gka_shape &shape, int64_t capacity, const gka_window &window,
                         const int64_t *cache_lens);
 
-// Chunks (gka.h, gka_forward_chunk): the checks of a chunk's placement; the
-// keys' shape (the queries' with key_len tokens); whether any of its pairs is
-// in the window; the kernels' shift (query 0's key position) and spans (a span
-// past every pair's offset reaches what an unbounded one does).
+// Chunks (gka.h, gka_forward_chunk; chunk.cpp): the chunk as messages name it;
+// the checks of its placement (starts and key_len >= 0); the keys' shape (the
+// queries' with key_len tokens); whether any of its pairs is in the window;
+// the kernels' shift (query 0's key position) and spans (a span past every
+// pair's offset reaches what an unbounded one does).
+std::string chunk_text(const gka_chunk &c);
 gka_status check_chunk(const gka_shape &shape, const gka_chunk &c);
 gka_shape keys_shape(gka_shape s, const gka_chunk &c);
 bool has_pairs(const gka_shape &shape, const gka_chunk &c, const gka_window &w);
@@ -79,12 +81,10 @@ struct ChunkWindow {
 };
 ChunkWindow chunk_window(const gka_shape &shape, const gka_chunk &c, const gka_window &w);
 
-// Variable-length batches (gka.h, gka_forward_varlen; varlen.cpp): the packed
-// shape (shape.batch sequences, shape.seq_len tokens in all) and cu_seqlens,
-// before anything is read through them.
-gka_status check_varlen(const gka_shape &shape, const int64_t *cu_seqlens, const gka_window &window,
-                        const float *sigma, std::initializer_list<std::pair<const void *, const char *>> pointers,
-                        bool sigma_on_host = true);
+// Variable-length batches (gka.h, gka_forward_varlen; varlen.cpp): cu_seqlens'
+// values against the packed shape (shape.batch sequences, shape.seq_len tokens
+// in all), before anything is read through it.
+gka_status check_cu_seqlens(const gka_shape &shape, const int64_t *cu_seqlens);
 
 // Runs `one(sequence_shape, first_token)` on each non-empty sequence in order;
 // then names, as gka_last_kernel(), the variant of the furthest form any

@@ -1,6 +1,8 @@
 #include "check.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <iterator>
 #include <fstream>
 #include <sstream>
 
@@ -9,16 +11,38 @@ namespace gka_test {
 KernelOf::KernelOf(const gka_ref::Problem &p) { REQUIRE(gka_set_kernel(p.kernel.c_str()) == GKA_OK); }
 KernelOf::~KernelOf() { gka_set_kernel(nullptr); }
 
+gka_kernel_function kernel_function(const std::string &name) {
+    const auto *names = std::begin(gka::kernel_function_names), *end = std::end(gka::kernel_function_names);
+    const auto *found = std::find(names, end, name);
+    REQUIRE(found != end);
+    return gka_kernel_function(found - names);
+}
+
+gka_score_policy process_score_policy() {
+    const std::string form = gka_score_form();
+    const auto *found = std::find(std::begin(score_forms), std::end(score_forms), form);
+    REQUIRE(found != std::end(score_forms));
+    return gka_score_policy(found - std::begin(score_forms));
+}
+
+gka_call described(const gka_ref::Problem &p) {
+    gka_call c = gka_call_init();
+    c.shape = p.shape, c.window = p.window;
+    c.kernel = kernel_function(p.kernel), c.scores = process_score_policy();
+    c.x = p.x.data(), c.sigma = p.sigma.data(), c.dy = p.dy.data();
+    return c;
+}
+
 Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel) {
     Outputs o{std::vector<float>(p.size()), std::vector<float>(p.rows()), std::vector<float>(p.size()),
               std::vector<float>(p.shape.heads)};
-    const KernelOf kernel(p);
-    gka_status s = gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data());
+    gka_call c = described(p);
+    c.y = o.y.data(), c.lse = o.lse.data(), c.dx = o.dx.data(), c.dsigma = o.dsigma.data();
+    gka_status s = gka_run_forward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
     if (forward_kernel) *forward_kernel = gka_last_kernel();
-    s = gka_backward(p.shape, p.window, p.x.data(), p.sigma.data(), o.y.data(), o.lse.data(), p.dy.data(),
-                     o.dx.data(), o.dsigma.data());
+    s = gka_run_backward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
     return o;

@@ -25,9 +25,17 @@ public:
     KernelOf &operator=(const KernelOf &) = delete;
 };
 
-// Forward then backward (fed the kernel's own y and lse) on the running family,
-// with the problem's kernel function; the forward's variant in *forward_kernel
-// (gka_last_kernel() names the backward's).
+// gka_call's names for a kernel function (gka::kernel_function_names), and for
+// the score policy the process's setting names (for_each_family_and_form sets it).
+gka_kernel_function kernel_function(const std::string &name);
+gka_score_policy process_score_policy();
+// A description of `p` on the host (float32, x, sigma and dy set): its kernel
+// function, and process_score_policy().
+gka_call described(const gka_ref::Problem &p);
+
+// Forward then backward (fed the kernel's own y and lse) through gka_run_forward
+// and gka_run_backward on the running family, with described(p); the forward's
+// variant in *forward_kernel (gka_last_kernel() names the backward's).
 Outputs run_kernels(const gka_ref::Problem &p, std::string *forward_kernel = nullptr);
 
 // CHECKs every ratio of `r` <= 1, saying what ran (`what`: the family or device) on which problem.

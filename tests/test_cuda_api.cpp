@@ -65,6 +65,24 @@ TEST_CASE("cuda: compiled in, and without a device GKA_ERR_DEVICE with the reaso
     CHECK(device_message == gka_last_error());
     CHECK(gka_forward_varlen_cuda(packed, nullptr, {-1, 0}, x.data(), sigma.data(), y.data(), lse.data(),
                                   nullptr) == GKA_ERR_INVALID_ARGUMENT);
+    // The description: the host checks, then the device, for every pass and
+    // for a call without elements too (its exact results are written on the device).
+    gka_call c = gka_call_init();
+    c.device = GKA_CUDA, c.shape = shape, c.x = x.data(), c.sigma = sigma.data(), c.y = y.data(), c.lse = lse.data();
+    CHECK(gka_run_forward(&c) == GKA_ERR_DEVICE);
+    CHECK(std::string(gka_last_error()) == why);
+    c.window = {-2, 0};
+    CHECK(gka_run_forward(&c) == GKA_ERR_INVALID_ARGUMENT);
+    c.window = {-1, 0}, c.dy = x.data(), c.dx = dx.data(), c.dsigma = dsigma.data();
+    CHECK(gka_run_backward(&c) == GKA_ERR_DEVICE);
+    gka_call empty = gka_call_init();
+    empty.device = GKA_CUDA, empty.shape = {1, 8, 1, 0}, empty.sigma = sigma.data(), empty.lse = lse.data();
+    CHECK(gka_run_forward(&empty) == GKA_ERR_DEVICE);
+    gka_call step_call = gka_call_init();
+    step_call.device = GKA_CUDA, step_call.shape = step, step_call.x = x.data(), step_call.sigma = sigma.data();
+    step_call.cache_capacity = 8, step_call.cache_lens = too_long, step_call.cache = x.data() + 4;
+    step_call.y = y.data(), step_call.lse = lse.data();
+    CHECK(gka_run_decode(&step_call) == GKA_ERR_INVALID_ARGUMENT);
     for (const auto *v : {&y, &lse, &dx, &dsigma}) {
         for (float f : *v) REQUIRE(f == 42.0f);
     }

@@ -6,10 +6,12 @@
 int main(void) {
     const float x[2] = {0.0f, 1.0f}, sigma[1] = {1.0f};
     float y[2], lse[2];
-    gka_shape shape = {1, 2, 1, 1};
-    gka_window full = {-1, -1};
-    if (gka_forward(shape, full, x, sigma, y, lse) != GKA_OK) {
-        fprintf(stderr, "gka_forward: %s\n", gka_last_error());
+    gka_call call = gka_call_init();
+    call.shape = (gka_shape){1, 2, 1, 1};
+    call.window = (gka_window){-1, -1};
+    call.x = x, call.sigma = sigma, call.y = y, call.lse = lse;
+    if (gka_run_forward(&call) != GKA_OK) {
+        fprintf(stderr, "gka_run_forward: %s\n", gka_last_error());
         return 1;
     }
     /* y_0 = e^-1/2 / (1 + e^-1/2) (docs/spec.md with s_01 = -1/2). */

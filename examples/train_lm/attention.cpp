@@ -24,10 +24,16 @@ void check(gka_status status, const char *call) {
     if (status != GKA_OK) throw std::runtime_error(std::string(call) + ": " + gka_last_error());
 }
 
-gka_shape kernel_shape(const AttentionShape &s) { return {s.batch, s.seq, s.heads, s.head_dim}; }
-// Packed documents: the varlen calls' shape (documents, tokens in all).
-gka_shape packed_shape(const AttentionShape &s) {
-    return {int64_t(s.cu_seqlens.size()) - 1, s.seq, s.heads, s.head_dim};
+// A description of the layer's call: packed documents are the varlen layout
+// (documents, tokens in all); bfloat16 features where `bf16`.
+gka_call described(const AttentionShape &s, bool bf16) {
+    gka_call c = gka_call_init();
+    const bool packed = !s.cu_seqlens.empty();
+    c.shape = {packed ? int64_t(s.cu_seqlens.size()) - 1 : s.batch, s.seq, s.heads, s.head_dim};
+    c.cu_seqlens = packed ? s.cu_seqlens.data() : nullptr;
+    c.window = s.window;
+    c.dtype = bf16 ? GKA_BFLOAT16 : GKA_FLOAT32;
+    return c;
 }
 
 void to_bf16(const float *from, size_t n, std::vector<gka_bf16> &to) {
@@ -60,69 +66,59 @@ const float *GkaAttention::forward(const float *h_, const AttentionShape &shape_
     for (int k = 0; k < shape.heads; k++) sigma[k] = std::exp(log_sigma.value[k]);
     y.resize(n);
     lse.resize(size_t(shape.batch) * shape.heads * shape.seq);
-    const bool packed = !shape.cu_seqlens.empty();
-    const int64_t *cu = shape.cu_seqlens.data();
+    gka_call c = described(shape, bf16);
+    c.sigma = sigma.data(), c.lse = lse.data();
     if (bf16) {
         to_bf16(h, n, h16);
         y16.resize(n);
-        check(packed ? gka_forward_varlen_bf16(packed_shape(shape), cu, shape.window, h16.data(), sigma.data(),
-                                               y16.data(), lse.data())
-                     : gka_forward_bf16(kernel_shape(shape), shape.window, h16.data(), sigma.data(), y16.data(),
-                                        lse.data()),
-              "gka_forward_bf16");
-        from_bf16(y16, y);
+        c.x = h16.data(), c.y = y16.data();
     } else {
-        check(packed ? gka_forward_varlen(packed_shape(shape), cu, shape.window, h, sigma.data(), y.data(), lse.data())
-                     : gka_forward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data()),
-              "gka_forward");
+        c.x = h, c.y = y.data();
     }
+    check(gka_run_forward(&c), "gka_run_forward");
+    if (bf16) from_bf16(y16, y);
     return out.forward(y.data(), shape.rows());
 }
 
 const float *GkaAttention::backward(const float *dout) {
     const float *dy = out.backward(dout);
-    const bool packed = !shape.cu_seqlens.empty();
-    const int64_t *cu = shape.cu_seqlens.data();
     dh.resize(y.size());
     dsigma.resize(shape.heads);
+    gka_call c = described(shape, bf16);
+    c.sigma = sigma.data(), c.lse = lse.data(), c.dsigma = dsigma.data();
     if (bf16) {
         to_bf16(dy, y.size(), dy16);
         dh16.resize(y.size());
-        check(packed ? gka_backward_varlen_bf16(packed_shape(shape), cu, shape.window, h16.data(), sigma.data(),
-                                                y16.data(), lse.data(), dy16.data(), dh16.data(), dsigma.data())
-                     : gka_backward_bf16(kernel_shape(shape), shape.window, h16.data(), sigma.data(), y16.data(),
-                                         lse.data(), dy16.data(), dh16.data(), dsigma.data()),
-              "gka_backward_bf16");
-        from_bf16(dh16, dh);
+        c.x = h16.data(), c.y = y16.data(), c.dy = dy16.data(), c.dx = dh16.data();
     } else {
-        check(packed ? gka_backward_varlen(packed_shape(shape), cu, shape.window, h, sigma.data(), y.data(),
-                                           lse.data(), dy, dh.data(), dsigma.data())
-                     : gka_backward(kernel_shape(shape), shape.window, h, sigma.data(), y.data(), lse.data(), dy,
-                                    dh.data(), dsigma.data()),
-              "gka_backward");
+        c.x = h, c.y = y.data(), c.dy = dy, c.dx = dh.data();
     }
+    check(gka_run_backward(&c), "gka_run_backward");
+    if (bf16) from_bf16(dh16, dh);
     for (int k = 0; k < shape.heads; k++) log_sigma.grad[k] += dsigma[k] * sigma[k];
     return dh.data();
 }
 
 const float *GkaAttention::decode(const float *h_row, int64_t position, gka_window window, int64_t capacity) {
     const int heads = int(log_sigma.value.size()), d = out.in;
-    const gka_shape one{1, 1, heads, d / heads};
     if (position == 0) cache.assign(size_t(capacity) * d, 0.0f), cache16.assign(cache.size(), 0);
     sigma.resize(heads);
     for (int k = 0; k < heads; k++) sigma[k] = std::exp(log_sigma.value[k]);
     y.resize(d), lse.resize(heads);
+    gka_call c = gka_call_init();
+    c.shape = {1, 1, heads, d / heads}, c.window = window;
+    c.dtype = bf16 ? GKA_BFLOAT16 : GKA_FLOAT32;
+    c.cache_capacity = capacity, c.cache_lens = &position;
+    c.sigma = sigma.data(), c.lse = lse.data();
     if (bf16) {
         to_bf16(h_row, d, h16);
         y16.resize(d);
-        check(gka_decode_bf16(one, capacity, window, h16.data(), sigma.data(), &position, cache16.data(), y16.data(),
-                              lse.data()),
-              "gka_decode_bf16");
-        from_bf16(y16, y);
+        c.x = h16.data(), c.cache = cache16.data(), c.y = y16.data();
     } else {
-        check(gka_decode(one, capacity, window, h_row, sigma.data(), &position, cache.data(), y.data(), lse.data()),
-              "gka_decode");
+        c.x = h_row, c.cache = cache.data(), c.y = y.data();
     }
+    check(gka_run_decode(&c), "gka_run_decode");
+    if (bf16) from_bf16(y16, y);
     return out.forward(y.data(), 1);
 }
 

@@ -50,8 +50,8 @@ struct Attention {
 
 class GkaAttention : public Attention {
 public:
-    // bf16: the kernels take h, y, dy and dh in bfloat16 (gka_forward_bf16,
-    // gka_backward_bf16); the rest of the model stays float32.
+    // bf16: the kernels take h, y, dy and dh in bfloat16 (gka_call's dtype);
+    // the rest of the model stays float32.
     GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16 = false);
     const float *forward(const float *h, const AttentionShape &shape) override;
     const float *backward(const float *dout) override;

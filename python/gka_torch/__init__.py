@@ -32,6 +32,7 @@ except ImportError as e:
 
 from ._ops import (KERNELS, gka_attention, gka_attention_chunked, gka_attention_varlen, gka_decode,
                    merge_chunks)
+from . import _ops
 from ._ops import LIB as _LIB
 from ._ops import LIBRARY_PATH as _LIBRARY_PATH
 from ._lib import check as _check
@@ -49,7 +50,7 @@ library_path = _LIBRARY_PATH  # the libgka this process loaded
 
 
 def has_cuda():
-    """Whether the loaded libgka has CUDA entry points (CUDA tensors need them)."""
+    """Whether the loaded libgka has the CUDA kernels compiled in (CUDA tensors need them)."""
     return _has_cuda(_LIB)
 
 
@@ -64,13 +65,15 @@ def set_score_form(form):
     "auto" (the default: "origin" where sampled tokens allow, else "centred"),
     "origin", "centred" (each an expansion, then the next form wherever it would
     miss the accuracy contract) or "direct" (always); "expansion" is an alias of
-    "centred". gka.h, gka_set_score_form."""
-    _check(_LIB, _LIB.gka_set_score_form(None if form is None else form.encode()), "gka_set_score_form")
+    "centred". gka_torch's setting, for the whole process: each call passes it to
+    libgka in its description (gka.h, gka_call.scores; the names are
+    gka_set_score_form's, which checks them)."""
+    _ops.set_score_policy(form)
 
 
 def score_form():
     """The score form set: "auto", "origin", "centred" or "direct"."""
-    return _LIB.gka_score_form().decode()
+    return _ops.score_policy()
 
 
 def last_kernel():

@@ -6,7 +6,7 @@ can check where the library is found on a machine without PyTorch.
 Why ctypes and not a C++ extension: an extension would be compiled against one
 PyTorch's C++ ABI and need rebuilding for every torch release (and a compiler
 at install time); ctypes works with any torch and any installed libgka, the C
-ABI takes plain pointers and two small structs by value, and ctypes releases
+ABI takes a plain struct of pointers and sizes (gka_call), and ctypes releases
 the GIL for the duration of each foreign call, so the kernels' threads run
 while other Python threads proceed. The per-call overhead (a few microseconds)
 is negligible next to an attention kernel.
@@ -41,8 +41,30 @@ class Chunk(ctypes.Structure):
 _p = ctypes.c_void_p
 _status = ctypes.c_int
 
-# The C ABI (runtime/include/gka/gka.h). Pointers travel as void* (torch's
-# data_ptr()), shape and window by value.
+
+class Call(ctypes.Structure):
+    """gka.h's gka_call, the description of a compute call; the enums are ints
+    (gka_dtype, gka_kernel_function: gka_kernels()' order, gka_score_policy,
+    gka_device)."""
+    _fields_ = [("size", ctypes.c_size_t), ("shape", Shape), ("window", Window), ("dtype", ctypes.c_int),
+                ("kernel", ctypes.c_int), ("scores", ctypes.c_int), ("device", ctypes.c_int), ("stream", _p),
+                ("cu_seqlens", _p), ("chunk", ctypes.POINTER(Chunk)), ("cache_capacity", ctypes.c_int64),
+                ("cache_lens", _p), ("x", _p), ("sigma", _p), ("y", _p), ("lse", _p), ("dy", _p), ("dx", _p),
+                ("dsigma", _p), ("keys", _p), ("dx_keys", _p), ("cache", _p)]
+
+    def __init__(self, **fields):
+        super().__init__(size=ctypes.sizeof(Call), **fields)
+
+
+# gka_score_policy's values, by gka_set_score_form's names.
+SCORE_POLICIES = ("auto", "origin", "centred", "direct")
+GKA_CPU, GKA_CUDA = 0, 1
+
+# The compute calls (runtime/include/gka/gka.h): a description by reference.
+RUN_CALLS = ("gka_run_forward", "gka_run_backward", "gka_run_decode")
+
+# The older calls, which the autotuner and tests still call. Pointers travel as
+# void* (torch's data_ptr()), shape and window by value.
 _HOST_SIGNATURES = {
     "gka_forward": [Shape, Window, _p, _p, _p, _p],
     "gka_backward": [Shape, Window, _p, _p, _p, _p, _p, _p, _p],
@@ -94,6 +116,7 @@ _CONTROL_SIGNATURES = {
     "gka_cuda_families": ([], _char_p),
     "gka_cuda_available": ([], _int),
     "gka_kernel_variant": ([_char_p, _char_p, Shape, Window, ctypes.POINTER(_char_p)], _char_p),
+    "gka_chunk_has_pairs": ([Shape, Chunk, Window], _int),
 }
 
 # Where an installed gka_torch finds the installed libgka: CMake writes the
@@ -143,6 +166,9 @@ def load():
 def declare(lib):
     """Declares libgka's calls on a loaded library (load() does; a caller that
     loads a particular build's libgka itself, as the autotuner does, calls this)."""
+    for name in RUN_CALLS:
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = [ctypes.POINTER(Call)], _status
     for name, argtypes in _HOST_SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = argtypes, _status
@@ -161,7 +187,8 @@ def kernel_functions(lib):
 
 
 def has_cuda(lib):
-    return all(hasattr(lib, name) for name in CUDA_SIGNATURES)
+    """Whether the library has the CUDA kernels compiled in (gka_cuda_compiled)."""
+    return bool(lib.gka_cuda_compiled())
 
 
 def check(lib, status, call):

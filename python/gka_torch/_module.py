@@ -4,7 +4,7 @@ import math
 import torch
 from torch import nn
 
-from ._ops import _kernel, _window, gka_attention, gka_decode
+from ._ops import _kernel, checked_window, gka_attention, gka_decode
 
 _LAYOUTS = ("bthd", "bhtd")
 
@@ -97,7 +97,7 @@ class GaussianKernelAttention(nn.Module):
         sigma = math.sqrt(head_dim / 2) if sigma is None else float(sigma)
         if not (math.isfinite(sigma) and sigma > 0):
             raise ValueError(f"gka: sigma must be finite and > 0, got {sigma!r}")
-        self.heads, self.head_dim, self.window = heads, head_dim, _window(window)
+        self.heads, self.head_dim, self.window = heads, head_dim, checked_window(window)
         self.layout, self.return_lse, self.kernel = layout, return_lse, _kernel(kernel)
         # The parameter is log sigma: exp gives a valid bandwidth (> 0) for every
         # value an optimizer step can reach, and a step changes sigma by a factor

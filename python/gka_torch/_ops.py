@@ -8,6 +8,8 @@ graph; their fake implementations give only output shapes), and gka::forward's
 autograd formula calls gka::backward (gka::forward_varlen's gka::backward_varlen),
 so a compiled training step keeps both kernels whole.
 """
+import ctypes
+
 import torch
 
 from . import _lib
@@ -23,14 +25,26 @@ def _window(window):
     except (TypeError, ValueError):
         raise TypeError(f"gka: window must be a pair (left, right), got {window!r}") from None
     for name, v in (("left", left), ("right", right)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < -1:
-            raise ValueError(f"gka: window {name} must be an int >= -1 (-1 = unbounded), got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"gka: window {name} must be an int (-1 = unbounded; libgka checks its value), "
+                             f"got {v!r}")
     return left, right
 
 
-# The features' dtypes libgka's kernels take, and their entry points' suffix.
-# sigma may be either (it is widened to float32); lse and dsigma are float32.
-_FEATURE_DTYPES = {torch.float32: "", torch.bfloat16: "_bf16"}
+def checked_window(window):
+    """_window's pair, its values checked by libgka's rule, for checks that run
+    before any call (a module's constructor): a description without elements,
+    which libgka checks and computes nothing for. Not traceable (ctypes): the
+    ops' own calls check it where torch.compile traces."""
+    left, right = _window(window)
+    call = _lib.Call(shape=_lib.Shape(0, 0, 0, 0), window=_lib.Window(left, right))
+    _lib.check(LIB, LIB.gka_run_forward(call), "gka: the window")
+    return left, right
+
+
+# The features' dtypes libgka's kernels take, and their gka_dtype. sigma may be
+# either (it is widened to float32); lse and dsigma are float32.
+_FEATURE_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
 
 
 def _check(x, sigma, fake=False, autocast=False):
@@ -53,30 +67,45 @@ def _check(x, sigma, fake=False, autocast=False):
         raise ValueError(f"gka: tensors must be on the CPU or a CUDA device, got {x.device}")
     if x.device.type == "cuda" and not _lib.has_cuda(LIB):
         raise NotImplementedError(
-            f"gka: this libgka ({LIBRARY_PATH}) has no CUDA entry points "
-            f"({', '.join(_lib.CUDA_SIGNATURES)}): pass CPU tensors, or load a libgka built with CUDA "
-            "through GKA_LIBRARY")
+            f"gka: this libgka ({LIBRARY_PATH}) has no CUDA kernels (gka_cuda_compiled() is 0): pass CPU "
+            "tensors, or load a libgka built with CUDA through GKA_LIBRARY")
 
 
-def _call(name, device, kernel, *args):
-    """Calls libgka's `name` with the kernel function `kernel` (gka_set_kernel: the
-    calling thread's setting, set before each call) for tensors on the CPU, or its
-    `name`_cuda on torch's current stream of `device`; raises libgka's error."""
-    _lib.check(LIB, LIB.gka_set_kernel(kernel.encode()), "gka_set_kernel")
-    if device.type == "cpu":
-        status = getattr(LIB, name)(*args)
+def _run(pass_, features, window, kernel, shape=None, **fields):
+    """Runs libgka's gka_run_`pass_` ("forward", "backward" or "decode") on a
+    description of the call: the dtype and device of `features` (torch's current
+    stream of a CUDA device), `shape` (that of `features` by default), the
+    window, the kernel function, the score policy set (set_score_policy) and
+    `fields`, gka_call's fields by name (tensors by their data pointers); raises
+    libgka's error."""
+    x = features
+    call = _lib.Call(shape=_lib.Shape(*(x.shape if shape is None else shape)), window=_lib.Window(*window),
+                     dtype=_FEATURE_DTYPES[x.dtype], kernel=KERNELS.index(kernel), scores=_score_policy)
+    for name, value in fields.items():
+        setattr(call, name, value.data_ptr() if isinstance(value, torch.Tensor) else value)
+    name = "gka_run_" + pass_
+    if x.device.type == "cpu":
+        status = getattr(LIB, name)(call)
     else:
-        with torch.cuda.device(device):
-            name += "_cuda"
-            status = getattr(LIB, name)(*args, torch.cuda.current_stream(device).cuda_stream)
+        with torch.cuda.device(x.device):
+            call.device, call.stream = _lib.GKA_CUDA, torch.cuda.current_stream(x.device).cuda_stream
+            status = getattr(LIB, name)(call)
     _lib.check(LIB, status, name)
 
 
-def _run(name, x, window, kernel, *tensors):
-    """Calls libgka's `name` (for x's dtype) on contiguous tensors (x first among them)."""
-    B, T, H, D = x.shape
-    _call(name + _FEATURE_DTYPES[x.dtype], x.device, kernel, _lib.Shape(B, T, H, D), _lib.Window(*window),
-          *(t.data_ptr() for t in tensors))
+_score_policy = 0  # gka_score_policy: "auto"
+
+
+def set_score_policy(form):
+    """gka_torch's score form (gka_torch.set_score_form): checked by libgka's
+    gka_set_score_form, which also sets it for the process's older calls."""
+    global _score_policy
+    _lib.check(LIB, LIB.gka_set_score_form(None if form is None else form.encode()), "gka_set_score_form")
+    _score_policy = _lib.SCORE_POLICIES.index(LIB.gka_score_form().decode())
+
+
+def score_policy():
+    return _lib.SCORE_POLICIES[_score_policy]
 
 
 # The kernel functions libgka has (gka_set_kernel's names, generators/kernel_function.h).
@@ -97,18 +126,6 @@ def _check_backward_inputs(x, y, lse, dy):
             raise TypeError(f"gka: {name} must be {dtype} on {x.device}, got {t.dtype} on {t.device}")
 
 
-def _lse_without_features(queries, first_key, last_key, left, right, device):
-    """lse where a zero dimension leaves the features no elements (libgka refuses
-    such calls: gka.h; their results need no kernel): with D = 0 every score is 0,
-    so lse is the log of the number of keys in each query's window, -inf where it
-    has none; otherwise lse has no elements either. Positions as ints or int64
-    tensors that broadcast to lse's shape (innermost: the queries)."""
-    q, first, last = (torch.as_tensor(v, dtype=torch.int64, device=device) for v in (queries, first_key, last_key))
-    lo = torch.maximum(q - left, first) if left >= 0 else first
-    hi = torch.minimum(q + right, last) if right >= 0 else last
-    return (hi - lo + 1).clamp(min=0).double().log().float()
-
-
 # The ops name their kernel function argument kernel_function: inductor lowers an
 # opaque op through FallbackKernel.create(kernel, *args, **kwargs), so an op
 # argument named `kernel`, passed by keyword, collides with it (TypeError).
@@ -122,10 +139,7 @@ def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int,
     B, T, H, D = x.shape
     y = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
-    if x.numel() > 0:
-        _run("gka_forward", x, (left, right), kernel_function, x, sigma, y, lse)
-    else:
-        lse.copy_(_lse_without_features(torch.arange(T), 0, T - 1, left, right, x.device))
+    _run("forward", x, (left, right), kernel_function, x=x, sigma=sigma, y=y, lse=lse)
     return y, lse
 
 
@@ -151,10 +165,7 @@ def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.T
     _check_backward_inputs(x, y, lse, dy)
     dx = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
-    if x.numel() > 0:
-        _run("gka_backward", x, (left, right), kernel_function, x, sigma, y, lse, dy, dx, dsigma)
-    else:
-        dsigma.zero_()
+    _run("backward", x, (left, right), kernel_function, x=x, sigma=sigma, y=y, lse=lse, dy=dy, dx=dx, dsigma=dsigma)
     return dx, dsigma
 
 
@@ -187,27 +198,6 @@ forward.register_autograd(_backward, setup_context=_setup_context)
 # (below); a registration would round sigma, a learned bandwidth, as well.
 
 
-def _check_decode(Tq, capacity, left, right, cache_lens):
-    """The window and cache rule libgka's decode applies (runtime/gka.cpp, check_decode),
-    for the calls that skip libgka (no elements): a cache too small for the window
-    is refused at the first call, whatever its size."""
-    if right != 0:
-        raise ValueError(f"gka: decode window ({left}, {right}): the right span must be 0 (the new tokens' future "
-                         "is not there)")
-    if capacity < 1:
-        raise ValueError(f"gka: cache capacity {capacity} < 1")
-    ring = left >= 0
-    if ring and left > capacity:
-        raise ValueError(f"gka: decode window ({left}, 0) reaches {left} tokens back: the cache needs capacity >= "
-                         f"{left}, got {capacity} (or the causal window (-1, 0) with capacity >= the longest sequence)")
-    for b, length in enumerate(cache_lens.tolist()):
-        if length < 0 or length > 2**31 - 1 - Tq:
-            raise ValueError(f"gka: cache_lens[{b}] = {length}: must be in 0..2^31 - 1 - new tokens")
-        if not ring and length + Tq > capacity:
-            raise ValueError(f"gka: cache_lens[{b}] = {length} + {Tq} new tokens do not fit a cache of capacity "
-                             f"{capacity} under the causal window: it needs capacity >= {length + Tq}")
-
-
 @torch.library.custom_op("gka::decode", mutates_args=("cache",))
 def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma: torch.Tensor, left: int,
            right: int, kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
@@ -228,14 +218,8 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
     x, sigma, cache_lens = x.contiguous(), sigma.float().contiguous(), cache_lens.contiguous()
     y = torch.empty_like(x)
     lse = torch.empty((B, H, Tq), dtype=torch.float32, device=x.device)
-    if x.numel() > 0:
-        _call("gka_decode" + _FEATURE_DTYPES[x.dtype], x.device, kernel_function, _lib.Shape(B, Tq, H, D), cache.shape[1],
-              _lib.Window(left, right), x.data_ptr(), sigma.data_ptr(), cache_lens.data_ptr(), cache.data_ptr(),
-              y.data_ptr(), lse.data_ptr())
-    else:  # nothing to write into the cache; each query's keys are positions 0 to its own
-        _check_decode(Tq, cache.shape[1], left, right, cache_lens)
-        positions = cache_lens[:, None] + torch.arange(Tq)
-        lse.copy_(_lse_without_features(positions, 0, positions, left, right, x.device).unsqueeze(1))
+    _run("decode", x, (left, right), kernel_function, cache_capacity=cache.shape[1], cache_lens=cache_lens,
+         cache=cache, x=x, sigma=sigma, y=y, lse=lse)
     return y, lse
 
 
@@ -285,35 +269,16 @@ def _check_varlen(x, cu_seqlens, sigma, fake=False):
     _check(x.unsqueeze(0), sigma, fake=fake)
     if cu_seqlens.dtype != torch.int64 or cu_seqlens.device.type != "cpu":
         raise TypeError(f"gka: cu_seqlens must be an int64 CPU tensor, got {cu_seqlens.dtype} on {cu_seqlens.device}")
-    # libgka's varlen calls take one sequence at least (gka.h): no tokens at all
-    # is one empty sequence, [0, 0].
-    if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2:
-        raise ValueError(f"gka: cu_seqlens must be [sequences + 1] with one sequence at least (gka.h, "
-                         f"gka_forward_varlen): 0 first, non-decreasing, the total last ([0, 0] for no tokens), "
-                         f"got shape {tuple(cu_seqlens.shape)}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 1:
+        raise ValueError(f"gka: cu_seqlens must be [sequences + 1] (gka.h, gka_forward_varlen): 0 first, "
+                         f"non-decreasing, the total last ([0] for no sequences), got shape {tuple(cu_seqlens.shape)}")
 
 
-def _check_cu_seqlens(cu_seqlens, total):
-    """cu_seqlens' values, as libgka checks them (runtime/varlen.cpp, check_varlen),
-    for the calls that skip libgka (no elements): a call is refused alike whatever
-    its size."""
-    bounds = cu_seqlens.tolist()
-    if bounds[0] != 0:
-        raise ValueError(f"gka: cu_seqlens[0] = {bounds[0]}: must be 0")
-    for s in range(len(bounds) - 1):
-        if bounds[s + 1] < bounds[s]:
-            raise ValueError(f"gka: cu_seqlens[{s + 1}] = {bounds[s + 1]} < cu_seqlens[{s}] = {bounds[s]}: "
-                             "must be non-decreasing")
-    if bounds[-1] != total:
-        raise ValueError(f"gka: cu_seqlens[{len(bounds) - 1}] = {bounds[-1]}: must be the total token count, "
-                         f"x's {total}")
-
-
-def _run_varlen(name, x, cu_seqlens, window, kernel, *tensors):
-    """Calls libgka's varlen `name` (for x's dtype) on contiguous tensors."""
+def _run_varlen(pass_, x, cu_seqlens, window, kernel, **fields):
+    """Runs libgka's `pass_` on packed sequences x [total, H, D]."""
     total, H, D = x.shape
-    _call(name + _FEATURE_DTYPES[x.dtype], x.device, kernel, _lib.Shape(cu_seqlens.shape[0] - 1, total, H, D),
-          cu_seqlens.data_ptr(), _lib.Window(*window), *(t.data_ptr() for t in tensors))
+    _run(pass_, x, window, kernel, shape=(cu_seqlens.shape[0] - 1, total, H, D), cu_seqlens=cu_seqlens, x=x,
+         **fields)
 
 
 @torch.library.custom_op("gka::forward_varlen", mutates_args=())
@@ -325,13 +290,7 @@ def forward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tenso
     x, cu_seqlens, sigma = x.contiguous(), cu_seqlens.contiguous(), sigma.float().contiguous()
     y = torch.empty_like(x)
     lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32, device=x.device)
-    if x.numel() > 0:  # libgka takes empty sequences, but not a total of 0: its pointers would be NULL
-        _run_varlen("gka_forward_varlen", x, cu_seqlens, (left, right), kernel_function, x, sigma, y, lse)
-    else:  # each token's keys are those of its sequence
-        _check_cu_seqlens(cu_seqlens, x.shape[0])
-        lengths = cu_seqlens.diff()
-        first, end = (bound.repeat_interleave(lengths) for bound in (cu_seqlens[:-1], cu_seqlens[1:]))
-        lse.copy_(_lse_without_features(torch.arange(x.shape[0]), first, end - 1, left, right, x.device))
+    _run_varlen("forward", x, cu_seqlens, (left, right), kernel_function, sigma=sigma, y=y, lse=lse)
     return y, lse
 
 
@@ -354,11 +313,9 @@ def backward_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tens
     x, y, lse, dy, cu_seqlens = (t.contiguous() for t in (x, y, lse, dy, cu_seqlens))
     sigma = sigma.float().contiguous()
     dx = torch.empty_like(x)
-    dsigma = torch.zeros((x.shape[1],), dtype=torch.float32, device=x.device)
-    if x.numel() > 0:
-        _run_varlen("gka_backward_varlen", x, cu_seqlens, (left, right), kernel_function, x, sigma, y, lse, dy, dx, dsigma)
-    else:
-        _check_cu_seqlens(cu_seqlens, x.shape[0])
+    dsigma = torch.empty((x.shape[1],), dtype=torch.float32, device=x.device)
+    _run_varlen("backward", x, cu_seqlens, (left, right), kernel_function, sigma=sigma, y=y, lse=lse, dy=dy, dx=dx,
+                dsigma=dsigma)
     return dx, dsigma
 
 
@@ -387,16 +344,14 @@ def _backward_varlen(ctx, dy, _dlse):
 forward_varlen.register_autograd(_backward_varlen, setup_context=_setup_varlen_context)
 
 
-def _run_chunk(name, x, keys, query_start, key_start, window, kernel, *tensors):
-    B, T, H, D = x.shape
-    _call(name, x.device, kernel, _lib.Shape(B, T, H, D), _lib.Chunk(query_start, key_start, keys.shape[1]),
-          _lib.Window(*window), *(t.data_ptr() for t in tensors))
+def _run_chunk(pass_, x, keys, query_start, key_start, window, kernel, **fields):
+    """Runs libgka's `pass_` on a chunk: queries x at query_start.., keys at key_start.."""
+    chunk = _lib.Chunk(query_start, key_start, keys.shape[1])
+    _run(pass_, x, window, kernel, chunk=ctypes.pointer(chunk), x=x, keys=keys, **fields)
 
 
 def _check_chunk(x, keys, sigma, fake=False):
     _check(x, sigma, fake=fake)
-    if not fake and x.dtype != torch.float32:
-        raise NotImplementedError(f"gka: the chunk kernels take float32 tensors, got {x.dtype}")
     if keys.dim() != 4 or keys.shape[0] != x.shape[0] or keys.shape[2:] != x.shape[2:]:
         raise ValueError(f"gka: keys must be [batch, key_len, heads, head_dim] = [{x.shape[0]}, key_len, "
                          f"{x.shape[2]}, {x.shape[3]}], got shape {tuple(keys.shape)}")
@@ -414,13 +369,7 @@ def forward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, quer
     B, T, H, D = x.shape
     y = torch.empty_like(x)
     lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
-    if x.numel() > 0 and keys.numel() > 0:
-        _run_chunk("gka_forward_chunk", x, keys, query_start, key_start, (left, right), kernel_function, x, keys, sigma, y,
-                   lse)
-    else:  # no keys (lse -inf, y 0), or no features
-        y.zero_()
-        lse.copy_(_lse_without_features(query_start + torch.arange(T), key_start, key_start + keys.shape[1] - 1,
-                                        left, right, x.device))
+    _run_chunk("forward", x, keys, query_start, key_start, (left, right), kernel_function, sigma=sigma, y=y, lse=lse)
     return y, lse
 
 
@@ -445,11 +394,10 @@ def backward_chunk(x: torch.Tensor, keys: torch.Tensor, sigma: torch.Tensor, y: 
     _check_backward_inputs(x, y, lse, dy)
     x, keys, y, lse, dy = (t.contiguous() for t in (x, keys, y, lse, dy))
     sigma = sigma.float().contiguous()
-    dx, dx_keys = torch.zeros_like(x), torch.zeros_like(keys)
-    dsigma = torch.zeros((H,), dtype=torch.float32, device=x.device)
-    if x.numel() > 0 and keys.numel() > 0:
-        _run_chunk("gka_backward_chunk", x, keys, query_start, key_start, (left, right), kernel_function, x, keys, sigma, y,
-                   lse, dy, dx, dx_keys, dsigma)
+    dx, dx_keys = torch.empty_like(x), torch.empty_like(keys)
+    dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
+    _run_chunk("backward", x, keys, query_start, key_start, (left, right), kernel_function, sigma=sigma, y=y,
+               lse=lse, dy=dy, dx=dx, dx_keys=dx_keys, dsigma=dsigma)
     return dx, dx_keys, dsigma
 
 
@@ -481,10 +429,8 @@ def merge_chunks(ys, lses):
 
 
 def _pairs(q0, tq, k0, tk, window):
-    """Whether some (query, key) pair of the chunk is in the window (gka.h)."""
-    left, right = window
-    lowest, highest = k0 - (q0 + tq - 1), k0 + tk - 1 - q0
-    return not (right >= 0 and lowest > right) and not (left >= 0 and highest < -left)
+    """Whether some (query, key) pair of the chunk is in the window (gka.h, gka_chunk_has_pairs)."""
+    return bool(LIB.gka_chunk_has_pairs(_lib.Shape(1, tq, 1, 1), _lib.Chunk(q0, k0, tk), _lib.Window(*window)))
 
 
 class _Chunked(torch.autograd.Function):
@@ -534,7 +480,7 @@ def gka_attention_chunked(x, sigma, window=(-1, 0), chunk_size=1024, kernel="gau
     chunks can live on different processes. Gradients flow to x and sigma
     through the chunks' backward. float32 tensors, on the CPU or a CUDA device.
     kernel: as gka_attention's."""
-    left, right = _window(window)
+    left, right = checked_window(window)
     _check(x, sigma)
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"gka: chunk_size must be an int >= 1, got {chunk_size!r}")

@@ -31,7 +31,7 @@ NCCL has not run on a GPU, so it refuses CUDA tensors.
 import torch
 import torch.distributed as dist
 
-from ._ops import _check, _kernel, _pairs, _window, merge_chunks
+from ._ops import _check, _kernel, _pairs, checked_window, merge_chunks
 
 
 def segments_of(seq_len, world, layout="contiguous"):
@@ -220,7 +220,7 @@ def context_parallel_gka(x_local, sigma, window=(-1, 0), group=None, layout="con
     (one [(start, length), ...] per rank) overrides both. Gradients flow to
     x_local and sigma (summed over the group). float32 CPU tensors, gloo.
     kernel: as gka_attention's."""
-    window = _window(window)
+    window = checked_window(window)  # before any rank waits on another
     kernel = _kernel(kernel)
     _check(x_local, sigma)
     if x_local.device.type != "cpu" or x_local.dtype != torch.float32:

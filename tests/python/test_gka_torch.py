@@ -415,8 +415,10 @@ class Errors(unittest.TestCase):
                 gka_attention(self.x, torch.tensor([1.0, bad]))
 
     def test_bad_window(self):
-        with self.assertRaisesRegex(ValueError, "window left must be an int >= -1"):
+        with self.assertRaisesRegex(ValueError, r"window \(-2, 0\): left and right must be >= -1"):
             gka_attention(self.x, self.sigma, (-2, 0))
+        with self.assertRaisesRegex(ValueError, "window left must be an int"):
+            gka_attention(self.x, self.sigma, (1.5, 0))
         with self.assertRaisesRegex(TypeError, "window must be a pair"):
             gka_attention(self.x, self.sigma, 3)
 
@@ -430,7 +432,7 @@ class Errors(unittest.TestCase):
         from torch._subclasses.fake_tensor import FakeTensorMode
         with FakeTensorMode():  # CUDA tensors' metadata, no GPU needed
             x, sigma = torch.empty(1, 5, 2, 8, device="cuda"), torch.ones(2, device="cuda")
-            with self.assertRaisesRegex(NotImplementedError, "has no CUDA entry points"):
+            with self.assertRaisesRegex(NotImplementedError, "has no CUDA kernels"):
                 gka_attention(x, sigma)
 
 
@@ -576,15 +578,14 @@ class Varlen(unittest.TestCase):
             gka_torch.gka_attention_varlen(x, torch.tensor([0.0, 6.0]), sigma)
         with self.assertRaisesRegex(ValueError, "total, heads, head_dim"):
             gka_torch.gka_attention_varlen(x[None], torch.tensor([0, 6]), sigma)
-        # No sequence: libgka's varlen calls take one at least (gka.h); [0, 0] is no tokens.
-        for cu in (torch.tensor([0]), torch.tensor([], dtype=torch.int64)):
-            with self.assertRaisesRegex(ValueError, r"one sequence at least .*\[0, 0\] for no tokens"):
-                gka_torch.gka_attention_varlen(x[:0], cu, sigma)
+        with self.assertRaisesRegex(ValueError, r"\[sequences \+ 1\] .*\[0\] for no sequences"):
+            gka_torch.gka_attention_varlen(x[:0], torch.tensor([], dtype=torch.int64), sigma)
+        # No sequence at all: the exact empty results.
+        self.assertEqual(gka_torch.gka_attention_varlen(x[:0], torch.tensor([0]), sigma).shape, (0, 2, 4))
 
     def test_every_sequence_empty(self):
-        # A total of 0: no pointer for libgka (gka.h), so gka_torch gives the
-        # empty results itself, forward and backward, and checks cu_seqlens as
-        # libgka would.
+        # A total of 0: libgka gives the exact empty results, forward and
+        # backward, after checking cu_seqlens as for any call.
         for window in WINDOWS:
             with self.subTest(window=window):
                 x, sigma = torch.zeros(0, 2, 4, requires_grad=True), torch.ones(2, requires_grad=True)
@@ -636,11 +637,11 @@ class Chunks(unittest.TestCase):
 
     def test_errors(self):
         x, sigma = torch.ones(1, 4, 2, 8), torch.ones(2)
-        with self.assertRaisesRegex(ValueError, "starts must be >= 0"):
+        with self.assertRaisesRegex(ValueError, "starts and key_len must be >= 0"):
             torch.ops.gka.forward_chunk(x, x, sigma, -1, 0, -1, 0)
         with self.assertRaisesRegex(ValueError, "keys must be"):
             torch.ops.gka.forward_chunk(x, torch.ones(1, 4, 3, 8), sigma, 0, 0, -1, 0)
-        with self.assertRaisesRegex(NotImplementedError, "take float32 tensors"):
+        with self.assertRaisesRegex(NotImplementedError, "chunk kernels take float32 features"):
             torch.ops.gka.forward_chunk(x.bfloat16(), x.bfloat16(), sigma, 0, 0, -1, 0)
         with self.assertRaisesRegex(ValueError, "chunk_size"):
             gka_torch.gka_attention_chunked(x, sigma, (-1, 0), 0)
@@ -821,7 +822,7 @@ class Module(unittest.TestCase):
             make(2, 8, sigma=0.0)
         with self.assertRaisesRegex(ValueError, "heads must be an int >= 1"):
             make(0, 8)
-        with self.assertRaisesRegex(ValueError, "window left must be an int >= -1"):
+        with self.assertRaisesRegex(ValueError, r"window \(-3, 0\): left and right must be >= -1"):
             make(2, 8, window=(-3, 0))
         with self.assertRaisesRegex(ValueError, r"takes x \[B, T, 2, 8\] or \[B, T, 16\]"):
             make(2, 8)(torch.ones(1, 5, 12))

@@ -1,18 +1,19 @@
 /* libgka: Gaussian Kernel Attention kernels generated with Halide.
  *
  * Layouts are FlashAttention's (see docs/spec.md): x, y, dy, dx are [B][T][H][D]
- * float32, C-contiguous; lse is [B][H][T]; sigma and dsigma are [H]. All
- * pointers are host memory, except in the *_cuda calls (device memory). The window is FlashAttention's (left, right), -1
- * meaning unbounded: (-1,-1) full, (-1,0) causal, (W-1,0) causal sliding window.
+ * float32 (or bfloat16), C-contiguous; lse is [B][H][T]; sigma and dsigma are
+ * [H]. All pointers are host memory, except on a CUDA device (GKA_CUDA, the
+ * *_cuda calls: device memory). The window is FlashAttention's (left, right),
+ * -1 meaning unbounded: (-1,-1) full, (-1,0) causal, (W-1,0) causal sliding
+ * window.
  *
  * Tensors of up to 2^31 - 1 elements (B*T*H*D) are supported; larger shapes
- * are GKA_ERR_UNSUPPORTED. Every dimension must be >= 1, in every call (a
- * varlen call's sequences may be empty): a shape with a zero dimension is
- * GKA_ERR_INVALID_ARGUMENT, whichever it is, and a caller skips such a call.
- * Its exact results need no kernel: y and dx have no elements, dsigma is 0,
- * and where only D is 0 each score is 0, so lse_i = log(the number of keys in
- * row i's window); gka_torch returns these for empty tensors. The CPU passes
- * allocate up to a few tensors' worth of memory of their own (docs/c-api.md, "Sizes").
+ * are GKA_ERR_UNSUPPORTED. A call is described by a gka_call (below) and run by
+ * gka_run_forward, gka_run_backward or gka_run_decode; a dimension may be 0
+ * there, and the call then writes the exact results without a kernel. The
+ * older calls (gka_forward and the others) refuse a zero dimension. The CPU
+ * passes allocate up to a few tensors' worth of memory of their own
+ * (docs/c-api.md, "Sizes").
  *
  * Every call validates its arguments before touching any output. On failure it
  * returns a status other than GKA_OK and gka_last_error() says why. Calls are
@@ -26,6 +27,7 @@
 #ifndef GKA_GKA_H
 #define GKA_GKA_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -56,6 +58,102 @@ typedef struct gka_window {
     int64_t left, right;
 } gka_window;
 
+/* A chunk's placement (gka_forward_chunk): its queries at positions
+ * query_start.., its key_len keys at key_start... */
+typedef struct gka_chunk {
+    int64_t query_start, key_start, key_len;
+} gka_chunk;
+
+/* bfloat16 features: the upper 16 bits of a float32, as torch.bfloat16 stores
+ * them (gka_forward_bf16 below says how the kernels compute with them). */
+typedef uint16_t gka_bf16;
+
+/* ---- The call description: what a call computes, in one struct ----
+ * Three compute calls take it: gka_run_forward, gka_run_backward and
+ * gka_run_decode, whatever the dtype, device, kernel function or batch layout
+ * (docs/c-api.md, "Calls"). Everything that decides a call's results is a field
+ * of it: no thread-local or process-wide setting changes what these calls
+ * compute (gka_set_kernel and gka_set_score_form are the older calls'; the CPU
+ * family and the thread count stay process settings: they change the speed,
+ * not the results beyond float rounding).
+ *
+ * Start from gka_call_init(): it sets `size` and every default (a zero field is
+ * its default, except the window: causal). `size` lets the struct grow: fields
+ * added later come after today's, a caller compiled against an older gka.h
+ * gets their defaults, and a library older than the caller's gka.h refuses a
+ * call that sets fields it does not know (GKA_ERR_UNSUPPORTED), reading the
+ * rest.
+ *
+ * The shape's dimensions may be 0: such a call runs no kernel and writes the
+ * exact results (y and dx have no elements; dsigma is 0; where only D is 0
+ * every score is 0, so lse_i = log of the number of keys in row i's window,
+ * -inf where it has none), after the same checks as any call. A tensor with no
+ * elements may be NULL. The layouts are the older calls' (below), and so are
+ * the rules of each batch layout: at most one of cu_seqlens (gka_forward_varlen),
+ * chunk (gka_forward_chunk) and the decode fields (gka_decode) is set, and a
+ * call refuses the fields of a layout it does not take. */
+typedef enum gka_dtype { GKA_FLOAT32 = 0, GKA_BFLOAT16 = 1 } gka_dtype;
+typedef enum gka_device { GKA_CPU = 0, GKA_CUDA = 1 } gka_device;
+typedef enum gka_kernel_function { GKA_GAUSSIAN = 0, GKA_LAPLACE = 1, GKA_CAUCHY = 2 } gka_kernel_function;
+typedef enum gka_score_policy {
+    GKA_SCORES_AUTO = 0,
+    GKA_SCORES_ORIGIN = 1,
+    GKA_SCORES_CENTRED = 2,
+    GKA_SCORES_DIRECT = 3
+} gka_score_policy;
+
+typedef struct gka_call {
+    size_t size;               /* sizeof(gka_call) as the caller compiled it */
+    gka_shape shape;           /* varlen: (sequences, total tokens, H, D); decode: seq_len new tokens */
+    gka_window window;
+    gka_dtype dtype;           /* of x, y, dy, dx, keys, dx_keys, cache; sigma, lse, dsigma are float32 */
+    gka_kernel_function kernel;
+    gka_score_policy scores;   /* the first score form tried: gka_set_score_form's meaning */
+    gka_device device;         /* GKA_CUDA: every tensor is device memory; cu_seqlens, chunk, cache_lens host */
+    void *stream;              /* GKA_CUDA: the CUstream the work is enqueued on (NULL: the legacy default) */
+    const int64_t *cu_seqlens; /* varlen: shape.batch + 1 sequence bounds (gka_forward_varlen) */
+    const gka_chunk *chunk;    /* a chunk's placement (gka_forward_chunk): float32 alone */
+    int64_t cache_capacity;    /* decode: the cache's slots per sequence (gka_decode) */
+    const int64_t *cache_lens; /* decode: shape.batch tokens already cached */
+    const void *x;             /* the features (queries for a chunk; new tokens for decode) */
+    const float *sigma;        /* [H] */
+    void *y;                   /* written by the forward and decode, read by the backward */
+    float *lse;                /* likewise */
+    const void *dy;            /* backward */
+    void *dx;                  /* backward */
+    float *dsigma;             /* backward */
+    const void *keys;          /* chunk: the keys' features, [B][key_len][H][D] */
+    void *dx_keys;             /* chunk backward */
+    void *cache;               /* decode: [B][cache_capacity][H][D], the new tokens written into it */
+} gka_call;
+
+static inline gka_call gka_call_init(void) {
+    gka_call c;
+    memset(&c, 0, sizeof c);
+    c.size = sizeof c;
+    c.window.left = -1;
+    c.window.right = 0;
+    return c;
+}
+
+/* y and lse of x (gka_forward's; cu_seqlens or chunk as gka_forward_varlen's and
+ * gka_forward_chunk's). */
+GKA_API gka_status gka_run_forward(const gka_call *call);
+/* dx and dsigma (dx_keys for a chunk) from x, sigma, y, lse and dy (gka_backward's). */
+GKA_API gka_status gka_run_backward(const gka_call *call);
+/* y and lse of the new tokens x against the cache, then x into the cache (gka_decode's). */
+GKA_API gka_status gka_run_decode(const gka_call *call);
+/* 1 if some (query, key) pair of the chunk is in the window, 0 if none: a call
+ * on such a chunk runs no kernel (its results are y = 0, lse = -inf, gradients
+ * 0), and a caller that merges chunks may skip it. */
+GKA_API int gka_chunk_has_pairs(gka_shape shape, gka_chunk chunk, gka_window window);
+
+/* ---- The older calls ----
+ * Each is a thin wrapper over the calls above, kept for existing callers: it
+ * refuses a zero dimension (GKA_ERR_INVALID_ARGUMENT) and computes the kernel
+ * function of the calling thread (gka_set_kernel) with the score policy of the
+ * process (gka_set_score_form). */
+
 /* y = softmax-normalized Gaussian-kernel average of x; lse its log row sums. */
 GKA_API gka_status gka_forward(gka_shape shape, gka_window window, const float *x, const float *sigma, float *y,
                        float *lse);
@@ -80,7 +178,6 @@ GKA_API gka_status gka_backward(gka_shape shape, gka_window window, const float 
  * multiplies them by the features in bfloat16 (each product exact, summed in
  * float32), as FlashAttention does; lse is unchanged. gka_last_kernel() names
  * them with "_bf16". */
-typedef uint16_t gka_bf16;
 /* Conversions as the kernels (and torch) round: to nearest even; NaN stays NaN. */
 static inline gka_bf16 gka_bf16_from_float(float f) {
     uint32_t u;
@@ -171,9 +268,6 @@ GKA_API gka_status gka_backward_varlen_bf16(gka_shape shape, const int64_t *cu_s
  * pair in the window runs no kernel (y = 0, lse = -inf, gradients 0); the
  * kernels compute direct differences (as gka_set_score_form("direct")) in
  * float32. gka_last_kernel() names them ("gka_forward_chunk_..."). */
-typedef struct gka_chunk {
-    int64_t query_start, key_start, key_len;
-} gka_chunk;
 GKA_API gka_status gka_forward_chunk(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
                                      const float *keys, const float *sigma, float *y, float *lse);
 GKA_API gka_status gka_backward_chunk(gka_shape shape, gka_chunk chunk, gka_window window, const float *x,
