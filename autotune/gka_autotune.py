@@ -77,8 +77,8 @@ def schedule_fingerprint(build, shape):
     h = hashlib.sha256((version("halide") + " " + " ".join(map(str, shape))).encode())
     for path in (generator, os.path.join(ROOT, "cmake", "families.tsv"),
                  *(os.path.join(ROOT, p) for p in ("autotune/harness.cpp", "runtime/block_cache.cpp",
-                                                    "tests/reference.cpp", "tests/reference.h",
-                                                    "tests/contract.cpp", "tests/contract.h"))):
+                                                    "oracle/reference.cpp", "oracle/reference.h",
+                                                    "oracle/contract.cpp", "oracle/contract.h"))):
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
@@ -276,7 +276,7 @@ class Trials:
 
     def compile(self, src, obj, defines=()):
         cmd = ["g++", "-O2", "-std=c++17", "-c", "-I" + self.include, "-I" + self.work,
-               "-I" + os.path.join(ROOT, "tests"), "-I" + os.path.join(ROOT, "runtime", "include"),
+               "-I" + os.path.join(ROOT, "oracle"), "-I" + os.path.join(ROOT, "runtime", "include"),
                "-I" + os.path.join(ROOT, "runtime")] + list(defines)
         if self.args.kernel == "forward" and "harness" in src:
             cmd.append("-DGKA_TUNE_FORWARD")
@@ -299,8 +299,8 @@ class Trials:
             if lib is None:
                 sys.exit("autotune: cannot generate the forward for the backward's inputs:\n" + self.generator_error)
             self.inputs = [lib]
-        for src, obj in (("autotune/harness.cpp", "harness.o"), ("tests/reference.cpp", "reference.o"),
-                         ("tests/contract.cpp", "contract.o"), ("runtime/block_cache.cpp", "block_cache.o")):
+        for src, obj in (("autotune/harness.cpp", "harness.o"), ("oracle/reference.cpp", "reference.o"),
+                         ("oracle/contract.cpp", "contract.o"), ("runtime/block_cache.cpp", "block_cache.o")):
             if not (sweep and "harness" in src):
                 self.compile(src, obj)
 

@@ -77,7 +77,7 @@ int run(Kernel kernel, Problem &q) {
 }
 
 // The candidate's outputs judged by docs/spec.md's accuracy contract, the test
-// suite's own metric (tests/contract.h): a candidate accepted here passes
+// suite's own metric (oracle/contract.h): a candidate accepted here passes
 // `make test`. The backward is fed the reference's y and lse, rounded to
 // fp32 as a trainer's are.
 std::string check(Problem &q) {

@@ -103,7 +103,7 @@ int main() {
         std::printf("%-12s %-9s %10.2f %9.1f %14.0f   dx %.1e, dsigma %.1e   %s\n", name, "backward", bwd * 1e3,
                     10 * D * pairs / bwd * 1e-9, ref_bwd * 1e3, dx_err, ds_err, bwd_kernel.c_str());
     }
-    std::printf("\nreference (ms): the double-precision loops of tests/reference.cpp, timed on head 0 and x%lld heads.\n",
+    std::printf("\nreference (ms): the double-precision loops of oracle/reference.cpp, timed on head 0 and x%lld heads.\n",
                 (long long)H);
     return 0;
 }

@@ -7,7 +7,7 @@
 // Every kernel has s(0) = 0 as its largest score: the self pair is each row's
 // maximum, and the forward's one pass without a running maximum holds.
 // Adding a kernel: a name in kernel_function.h (the build compiles every name
-// listed there), a case here, and a case in each reference (tests/reference.cpp,
+// listed there), a case here, and a case in each reference (oracle/reference.cpp,
 // python/gka_torch/reference.py): docs/kernels.md.
 #pragma once
 

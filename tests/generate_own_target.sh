@@ -15,8 +15,8 @@ done
 rm -rf "$work"
 "$source/scripts/generate.sh" "$generator" "$target" "$work" >/dev/null
 static=""; [ -n "$runner" ] && static=-static  # qemu-user runs it without the target's shared libraries
-"$cxx" -std=c++17 -O2 $static -I "$work" -I "$halide_include" -I "$source/tests" -I "$source/runtime/include" \
-    "$source/tests/generated_consumer.cpp" "$source/tests/contract.cpp" "$source/tests/reference.cpp" \
+"$cxx" -std=c++17 -O2 $static -I "$work" -I "$halide_include" -I "$source/oracle" -I "$source/runtime/include" \
+    "$source/tests/generated_consumer.cpp" "$source/oracle/contract.cpp" "$source/oracle/reference.cpp" \
     "$work/gka_forward_d64.a" "$work/gka_backward_d64.a" "$work/gka_runtime.a" -lpthread -ldl -o "$work/consumer"
 echo "target $target:"
 $runner "$work/consumer"

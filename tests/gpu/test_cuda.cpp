@@ -1,5 +1,5 @@
 // The CUDA kernels through libgka's device entry points, fed from device
-// memory, against the double reference (tests/reference.h) with the CPU tests'
+// memory, against the double reference (oracle/reference.h) with the CPU tests'
 // tolerances (tests/check.h); bad inputs; ordering on the caller's stream.
 // Without a usable GPU the whole binary exits 77, which CTest reports as
 // skipped, after printing why: it never passes without having run.
