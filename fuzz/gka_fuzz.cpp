@@ -282,12 +282,15 @@ void run_bad_description(gka_test::Draws &draw) {
     newer.known.size = sizeof newer;
     const gka_call *given = &c;
     gka_status expected = GKA_ERR_INVALID_ARGUMENT;
-    const int64_t wild = draw.uniform(0, 1) ? draw.uniform(4, 1000) : -draw.uniform(1, 1000);
+    // Any int in an enum field, as a C caller may store (its bits copied: C++
+    // may not cast one past the enum's range).
+    const int wild = int(draw.uniform(0, 1) ? draw.uniform(4, 1000) : -draw.uniform(1, 1000));
+    auto set = [&](auto &field) { std::memcpy(&field, &wild, sizeof wild); };
     switch (draw.uniform(0, 6)) {
-    case 0: c.dtype = gka_dtype(wild); break;
-    case 1: c.kernel = gka_kernel_function(wild); break;
-    case 2: c.scores = gka_score_policy(wild); break;
-    case 3: c.device = gka_device(wild); break;
+    case 0: set(c.dtype); break;
+    case 1: set(c.kernel); break;
+    case 2: set(c.scores); break;
+    case 3: set(c.device); break;
     case 4: c.size = size_t(draw.uniform(0, int64_t(sizeof(gka_call)) - 1)); break;
     case 5: given = &newer.known, expected = GKA_ERR_UNSUPPORTED; break;
     default: c.cache_capacity = draw.uniform(1, 100);  // decode's field, in a forward and a backward

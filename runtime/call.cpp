@@ -24,11 +24,15 @@ struct Tensor {
     __int128 elements;
 };
 
+// An enum field read as the int it holds: a value past the enum's range is the
+// caller's error to report, and loading it as the enum would be undefined.
 template <class Enum>
-gka_status check_enum(Enum value, int count, const char *field, const char *names) {
-    if (int(value) >= 0 && int(value) < count) return GKA_OK;
-    return fail(GKA_ERR_INVALID_ARGUMENT,
-                std::string(field) + " = " + std::to_string(int(value)) + " is not one of " + names);
+gka_status check_enum(const Enum &field, int count, const char *name, const char *names) {
+    static_assert(sizeof(Enum) == sizeof(int), "gka.h's enums are ints");
+    int value;
+    std::memcpy(&value, &field, sizeof value);
+    if (value >= 0 && value < count) return GKA_OK;
+    return fail(GKA_ERR_INVALID_ARGUMENT, std::string(name) + " = " + std::to_string(value) + " is not one of " + names);
 }
 
 gka_status check_fields(const gka_call &c) {
@@ -56,6 +60,9 @@ gka_status check_layout(const gka_call &c, Pass pass) {
     if (c.cu_seqlens && c.chunk) {
         return fail(GKA_ERR_INVALID_ARGUMENT, "cu_seqlens and chunk are both set: a call is a varlen batch or a "
                                               "chunk, not both");
+    }
+    if (!c.chunk && (c.keys || c.dx_keys)) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, "keys and dx_keys are a chunk's: they must be NULL without one");
     }
     if (c.chunk && c.dtype != GKA_FLOAT32) {
         return fail(GKA_ERR_UNSUPPORTED, "the chunk kernels take float32 features (dtype GKA_FLOAT32)");
@@ -95,6 +102,15 @@ gka_status check_arguments(const gka_call &c, Pass pass) {
     if (pass == Pass::decode && c.cache_capacity < 1) {
         return fail(GKA_ERR_INVALID_ARGUMENT, "cache capacity " + std::to_string(c.cache_capacity) + " < 1");
     }
+    // Each extent within what the kernels index, so that no product of them
+    // overflows and no tensor without features (D = 0) goes unbounded.
+    const int64_t key_len = c.chunk ? c.chunk->key_len : 0;
+    for (int64_t extent : {s.batch, s.seq_len, s.heads, s.head_dim, c.cache_capacity, key_len}) {
+        if (extent > max_elements) {
+            return fail(GKA_ERR_UNSUPPORTED, shape_text(s) + ": each extent must be below 2^31, the most the "
+                                                             "kernels address");
+        }
+    }
     for (const Tensor &t : tensors(c, pass)) {
         if (t.pointer == nullptr && t.elements > 0) {
             return fail(GKA_ERR_INVALID_ARGUMENT, std::string(t.name) + " is NULL");
@@ -109,9 +125,10 @@ gka_status check_arguments(const gka_call &c, Pass pass) {
     // without scanning sigma over the heads it claims.
     const gka_shape t = tensor_shape(c);
     const __int128 elements = __int128(t.batch) * t.seq_len * t.heads * t.head_dim;
-    if (elements > max_elements) {
-        return fail(GKA_ERR_UNSUPPORTED, "shape has " +
-                                             std::to_string(int64_t(elements > INT64_MAX ? INT64_MAX : elements)) +
+    const __int128 rows = __int128(t.batch) * t.seq_len * t.heads;  // lse's, which D = 0 leaves unbounded
+    if (elements > max_elements || rows > max_elements) {
+        const __int128 most = std::max(elements, rows);
+        return fail(GKA_ERR_UNSUPPORTED, "shape has " + std::to_string(int64_t(most > INT64_MAX ? INT64_MAX : most)) +
                                              " elements per tensor; the kernels address at most 2^31 - 1");
     }
     // Device memory is never read here.
@@ -154,8 +171,7 @@ gka_status write_host_results(const gka_call &c, Pass pass) {
         zero(c.dsigma, c.shape.heads, sizeof(float));
     } else {
         zero(c.y, features, element_size);
-        const std::vector<float> lse = lse_without_kernel(c);
-        std::copy(lse.begin(), lse.end(), c.lse);
+        lse_without_kernel(c, c.lse);
     }
     return ran("", 0, GKA_ERR_INTERNAL);
 }
@@ -202,9 +218,8 @@ bool needs_kernel(const gka_call &c) {
     return !c.chunk || (c.chunk->key_len > 0 && has_pairs(c.shape, *c.chunk, c.window));
 }
 
-std::vector<float> lse_without_kernel(const gka_call &c) {
+void lse_without_kernel(const gka_call &c, float *lse) {
     const gka_shape t = tensor_shape(c);
-    std::vector<float> lse(size_t(t.batch * t.heads * t.seq_len));
     // Row i's keys are those of [first, last] within [position - left, position + right].
     auto log_keys = [&](int64_t position, int64_t first, int64_t last) {
         if (c.window.left >= 0) first = std::max(first, position - c.window.left);
@@ -225,9 +240,8 @@ std::vector<float> lse_without_kernel(const gka_call &c) {
                 } else if (c.cache_lens) {  // decode: the cache's tokens, then the new ones up to i
                     position = c.cache_lens[b] + i, last = position;
                 }
-                lse[size_t((b * t.heads + h) * t.seq_len + i)] = log_keys(position, first, last);
+                lse[(b * t.heads + h) * t.seq_len + i] = log_keys(position, first, last);
             }
-    return lse;
 }
 
 gka_status run_call(const gka_call &c, Pass pass, const char *name) {

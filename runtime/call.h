@@ -5,8 +5,6 @@
 // setting changes what it computes.
 #pragma once
 
-#include <vector>
-
 #include "gka/gka.h"
 #include "internal.h"
 
@@ -35,9 +33,10 @@ gka_status run_call(const gka_call &given, Pass pass, const char *name);
 // the exact results itself.
 bool needs_kernel(const gka_call &c);
 
-// lse where no kernel runs (run_call): each row's log number of keys in its
-// window, -inf where it has none; with no features that is exact.
-std::vector<float> lse_without_kernel(const gka_call &c);
+// lse where no kernel runs (run_call), into `lse` (host memory, lse's layout):
+// each row's log number of keys in its window, -inf where it has none; with no
+// features that is exact.
+void lse_without_kernel(const gka_call &c, float *lse);
 
 // The CPU operations (cpu_attention.cpp, varlen.cpp, chunk.cpp).
 gka_status cpu_forward(const gka_call &c, const CpuFamily &f);

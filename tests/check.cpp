@@ -25,10 +25,15 @@ gka_score_policy process_score_policy() {
     return gka_score_policy(found - std::begin(score_forms));
 }
 
-gka_call described(const gka_ref::Problem &p) {
+gka_call described(const std::string &kernel) {
     gka_call c = gka_call_init();
+    c.kernel = kernel_function(kernel), c.scores = process_score_policy();
+    return c;
+}
+
+gka_call described(const gka_ref::Problem &p) {
+    gka_call c = described(p.kernel);
     c.shape = p.shape, c.window = p.window;
-    c.kernel = kernel_function(p.kernel), c.scores = process_score_policy();
     c.x = p.x.data(), c.sigma = p.sigma.data(), c.dy = p.dy.data();
     return c;
 }

@@ -29,8 +29,10 @@ public:
 // the score policy the process's setting names (for_each_family_and_form sets it).
 gka_kernel_function kernel_function(const std::string &name);
 gka_score_policy process_score_policy();
-// A description of `p` on the host (float32, x, sigma and dy set): its kernel
-// function, and process_score_policy().
+// A description on the host (float32) of the kernel function `kernel` under
+// process_score_policy(): its fields but the shape, window and tensors.
+gka_call described(const std::string &kernel);
+// That of `p` (its kernel function), with its shape, window, x, sigma and dy.
 gka_call described(const gka_ref::Problem &p);
 
 // Forward then backward (fed the kernel's own y and lse) through gka_run_forward

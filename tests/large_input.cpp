@@ -84,11 +84,12 @@ int main(int argc, char **argv) {
                     added_gib / tensor_gib);
         failures += status != GKA_OK;
     };
-    pass("forward", [&] { return gka_forward(shape, window, x.data(), sigma.data(), y.data(), lse.data()); });
-    pass("backward", [&] {
-        return gka_backward(shape, window, x.data(), sigma.data(), y.data(), lse.data(), dy.data(), dx.data(),
-                            dsigma.data());
-    });
+    gka_call call = gka_call_init();
+    call.shape = shape, call.window = window;
+    call.x = x.data(), call.sigma = sigma.data(), call.y = y.data(), call.lse = lse.data();
+    call.dy = dy.data(), call.dx = dx.data(), call.dsigma = dsigma.data();
+    pass("forward", [&] { return gka_run_forward(&call); });
+    pass("backward", [&] { return gka_run_backward(&call); });
     for (float s : dsigma) failures += !std::isfinite(s);
     if (failures) return 1;
 

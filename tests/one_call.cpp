@@ -19,10 +19,20 @@ int main(int argc, char **argv) {
     const gka_window window{std::atoll(argv[4]), std::atoll(argv[5])};
     const gka_ref::Problem p = gka_ref::make_problem({1, T, 1, D}, window, {float(std::sqrt(double(D)))}, 1.0, 7);
     std::vector<float> y(p.size()), lse(p.rows()), dx(p.size()), dsigma(1);
-    if (gka_set_score_form(argv[2]) != GKA_OK || gka_set_kernel(argc == 8 ? argv[7] : nullptr) != GKA_OK ||
-        gka_forward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data()) != GKA_OK ||
-        (pass == "backward" && gka_backward(p.shape, p.window, p.x.data(), p.sigma.data(), y.data(), lse.data(),
-                                            p.dy.data(), dx.data(), dsigma.data()) != GKA_OK)) {
+    const std::string form = argv[2], kernel = argc == 8 ? argv[7] : "gaussian";
+    gka_call c = gka_call_init();
+    c.shape = p.shape, c.window = p.window;
+    c.scores = form == "direct" ? GKA_SCORES_DIRECT : form == "centred" ? GKA_SCORES_CENTRED : GKA_SCORES_AUTO;
+    c.kernel = kernel == "laplace" ? GKA_LAPLACE : kernel == "cauchy" ? GKA_CAUCHY : GKA_GAUSSIAN;
+    c.x = p.x.data(), c.sigma = p.sigma.data(), c.y = y.data(), c.lse = lse.data();
+    c.dy = p.dy.data(), c.dx = dx.data(), c.dsigma = dsigma.data();
+    if ((form != "auto" && form != "centred" && form != "direct") ||
+        (kernel != "gaussian" && kernel != "laplace" && kernel != "cauchy")) {
+        std::fprintf(stderr, "gka_one_call: the score form is auto, centred or direct, the kernel function "
+                             "gaussian, laplace or cauchy\n");
+        return 2;
+    }
+    if (gka_run_forward(&c) != GKA_OK || (pass == "backward" && gka_run_backward(&c) != GKA_OK)) {
         std::fprintf(stderr, "gka_one_call: %s\n", gka_last_error());
         return 1;
     }

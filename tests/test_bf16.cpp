@@ -32,16 +32,17 @@ Problem in_bf16(Problem p) {
 // The bfloat16 forward, then its backward fed its own y and lse, with the
 // problem's kernel function; outputs widened.
 gka_test::Outputs run_bf16(const Problem &p) {
-    const gka_test::KernelOf kernel(p);
     const std::vector<gka_bf16> x = to_bf16(p.x), dy = to_bf16(p.dy);
     std::vector<gka_bf16> y(p.size()), dx(p.size());
     gka_test::Outputs o{{}, std::vector<float>(p.rows()), {}, std::vector<float>(p.shape.heads)};
-    gka_status s = gka_forward_bf16(p.shape, p.window, x.data(), p.sigma.data(), y.data(), o.lse.data());
+    gka_call c = gka_test::described(p);
+    c.dtype = GKA_BFLOAT16, c.x = x.data(), c.y = y.data(), c.lse = o.lse.data();
+    c.dy = dy.data(), c.dx = dx.data(), c.dsigma = o.dsigma.data();
+    gka_status s = gka_run_forward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
     CHECK(std::string(gka_last_kernel()).find("_bf16") != std::string::npos);
-    s = gka_backward_bf16(p.shape, p.window, x.data(), p.sigma.data(), y.data(), o.lse.data(), dy.data(), dx.data(),
-                          o.dsigma.data());
+    s = gka_run_backward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
     CHECK(std::string(gka_last_kernel()).find("_bf16") != std::string::npos);

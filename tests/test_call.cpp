@@ -275,14 +275,17 @@ TEST_CASE("calls: the description's size and fields are checked before anything 
     small.size = sizeof(gka_call) - 8;
     refused(small, GKA_ERR_INVALID_ARGUMENT, "gka_call_init");
 
+    // A C caller may store any int in an enum field (C++ may not cast one past
+    // the enum's range: the bits are copied).
+    auto set = [](auto &field, int value) { std::memcpy(&field, &value, sizeof value); };
     gka_call bad = c;
-    bad.dtype = gka_dtype(7);
+    set(bad.dtype, 7);
     refused(bad, GKA_ERR_INVALID_ARGUMENT, "dtype = 7");
-    bad = c, bad.kernel = gka_kernel_function(3);
+    bad = c, set(bad.kernel, 3);
     refused(bad, GKA_ERR_INVALID_ARGUMENT, "kernel = 3");
-    bad = c, bad.scores = gka_score_policy(-1);
+    bad = c, set(bad.scores, -1);
     refused(bad, GKA_ERR_INVALID_ARGUMENT, "scores = -1");
-    bad = c, bad.device = gka_device(2);
+    bad = c, set(bad.device, 2);
     refused(bad, GKA_ERR_INVALID_ARGUMENT, "device = 2");
 
     // The batch layouts: one at a time, and each pass's own.
@@ -296,6 +299,13 @@ TEST_CASE("calls: the description's size and fields are checked before anything 
     refused(bad, GKA_ERR_UNSUPPORTED, "float32");
     bad = c, bad.chunk = &chunk;
     refused(bad, GKA_ERR_INVALID_ARGUMENT, "keys is NULL");
+    bad = c, bad.keys = p.x.data();
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "a chunk's");
+    // Extents past the kernels' indexing, features or not (D = 0 leaves lse's rows).
+    bad = c, bad.shape = {int64_t(1) << 31, 1, 2, 8};
+    refused(bad, GKA_ERR_UNSUPPORTED, "below 2^31");
+    bad = c, bad.shape = {int64_t(1) << 20, int64_t(1) << 20, 2, 0};
+    refused(bad, GKA_ERR_UNSUPPORTED, "at most 2^31 - 1");
     bad = c, bad.cu_seqlens = cu;
     CHECK(gka_run_decode(&bad) == GKA_ERR_INVALID_ARGUMENT);
     CHECK_THAT(gka_last_error(), Catch::Contains("cu_seqlens and chunk must be NULL"));

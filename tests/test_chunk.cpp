@@ -1,4 +1,5 @@
-// gka_forward_chunk and gka_backward_chunk on every CPU family: one sequence
+// Chunks (gka_call.chunk; gka_forward_chunk and gka_backward_chunk over it) on
+// every CPU family: one sequence
 // cut into chunks, every (query chunk, key chunk) pair run and the partial
 // results merged, matches the double reference of the whole sequence within
 // the accuracy contract, forward and backward, for causal, full and sliding
@@ -27,6 +28,13 @@ struct Chunked {
     gka_shape queries(size_t c) const { return {1, length(c), p.shape.heads, p.shape.head_dim}; }
     gka_chunk chunk(size_t q, size_t k) const { return {cuts[q], cuts[k], length(k)}; }
     const float *x(size_t c) const { return &p.x[cuts[c] * row()]; }
+    // The call of query chunk q against key chunk k (placed by `placement`), its inputs set.
+    gka_call described(size_t q, size_t k, const gka_chunk *placement) const {
+        gka_call c = gka_test::described(p.kernel);
+        c.shape = queries(q), c.window = p.window, c.chunk = placement;
+        c.x = x(q), c.keys = x(k), c.sigma = p.sigma.data();
+        return c;
+    }
 };
 
 // Every pair's forward, merged per query chunk: lse = log sum exp(lse_c),
@@ -39,8 +47,10 @@ gka_test::Outputs merged_forward(const Chunked &s) {
         std::vector<std::vector<float>> ys, lses;
         for (size_t k = 0; k + 1 < s.cuts.size(); k++) {
             ys.emplace_back(Tq * row), lses.emplace_back(H * Tq);
-            const gka_status status = gka_forward_chunk(s.queries(q), s.chunk(q, k), s.p.window, s.x(q), s.x(k),
-                                                        s.p.sigma.data(), ys.back().data(), lses.back().data());
+            const gka_chunk placement = s.chunk(q, k);
+            gka_call c = s.described(q, k, &placement);
+            c.y = ys.back().data(), c.lse = lses.back().data();
+            const gka_status status = gka_run_forward(&c);
             INFO(gka_last_error());
             REQUIRE(status == GKA_OK);
         }
@@ -75,10 +85,11 @@ void chunked_backward(const Chunked &s, gka_test::Outputs &out) {
         for (int64_t h = 0; h < H; h++) std::copy_n(&out.lse[h * T + s.cuts[q]], Tq, &lse[h * Tq]);
         for (size_t k = 0; k + 1 < s.cuts.size(); k++) {
             std::vector<float> dq(Tq * row), dk(s.length(k) * row), ds(H);
-            const gka_status status =
-                gka_backward_chunk(s.queries(q), s.chunk(q, k), s.p.window, s.x(q), s.x(k), s.p.sigma.data(),
-                                   &out.y[s.cuts[q] * row], lse.data(), &s.p.dy[s.cuts[q] * row], dq.data(),
-                                   dk.data(), ds.data());
+            const gka_chunk placement = s.chunk(q, k);
+            gka_call c = s.described(q, k, &placement);
+            c.y = &out.y[s.cuts[q] * row], c.lse = lse.data(), c.dy = &s.p.dy[s.cuts[q] * row];
+            c.dx = dq.data(), c.dx_keys = dk.data(), c.dsigma = ds.data();
+            const gka_status status = gka_run_backward(&c);
             INFO(gka_last_error());
             REQUIRE(status == GKA_OK);
             for (int64_t n = 0; n < Tq * row; n++) dx[s.cuts[q] * row + n] += dq[n];

@@ -1,4 +1,4 @@
-// gka_decode on every CPU family this host runs: the new tokens' rows within
+// Decode (gka_run_decode; gka_decode over it) on every CPU family this host runs: the new tokens' rows within
 // the accuracy contract of the double reference over the whole sequence, for
 // sequences of different lengths in one batch, causal caches and rings
 // (sliding windows, wrapping), token by token; the slots written; results
@@ -30,6 +30,13 @@ struct DecodeCall {
 
     int64_t row() const { return heads * head_dim; }
     gka_shape shape() const { return {int64_t(problems.size()), new_tokens, heads, head_dim}; }
+    // Its description, with its problems' kernel function: x, sigma and the cache set.
+    gka_call described() {
+        gka_call c = gka_test::described(problems.front().kernel);
+        c.shape = shape(), c.window = window, c.cache_capacity = capacity, c.cache_lens = lengths.data();
+        c.x = x.data(), c.sigma = sigma.data(), c.cache = cache.data();
+        return c;
+    }
 };
 
 DecodeCall decode_call(const std::vector<int64_t> &lengths, int64_t new_tokens, int64_t capacity, int64_t heads,
@@ -58,11 +65,12 @@ struct Decoded {
 
 Decoded run_decode(DecodeCall &c) {
     Decoded d{std::vector<float>(c.x.size()), std::vector<float>(c.problems.size() * c.heads * c.new_tokens)};
-    const gka_status s = gka_decode(c.shape(), c.capacity, c.window, c.x.data(), c.sigma.data(), c.lengths.data(),
-                                    c.cache.data(), d.y.data(), d.lse.data());
+    gka_call call = c.described();
+    call.y = d.y.data(), call.lse = d.lse.data();
+    const gka_status s = gka_run_decode(&call);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
-    const std::string kernel = gka_last_kernel(), function = gka_kernel();
+    const std::string kernel = gka_last_kernel(), function = c.problems.front().kernel;
     CHECK(kernel.rfind("gka_decode_" + std::string(gka_cpu_family()) + "_", 0) == 0);
     CHECK((function == "gaussian" || kernel.find("_direct_" + function) != std::string::npos));
     return d;
@@ -143,8 +151,11 @@ TEST_CASE("decode: token by token from an empty cache matches the reference of t
             for (int64_t t = 0; t < T; t++) {
                 const int64_t length = t;
                 std::vector<float> y_t(H * D), lse_t(H);
-                const gka_status s = gka_decode({1, 1, H, D}, capacity, w, &p.x[t * H * D], p.sigma.data(), &length,
-                                                cache.data(), y_t.data(), lse_t.data());
+                gka_call c = gka_test::described(p.kernel);
+                c.shape = {1, 1, H, D}, c.window = w, c.cache_capacity = capacity, c.cache_lens = &length;
+                c.x = &p.x[t * H * D], c.sigma = p.sigma.data(), c.cache = cache.data();
+                c.y = y_t.data(), c.lse = lse_t.data();
+                const gka_status s = gka_run_decode(&c);
                 INFO(gka_last_error());
                 REQUIRE(s == GKA_OK);
                 std::copy(y_t.begin(), y_t.end(), y.begin() + t * H * D);
@@ -192,8 +203,10 @@ TEST_CASE("decode: bfloat16 features, within the bf16 contract", "[decode][bf16]
     gka_test::for_each_family([&] {
         std::vector<gka_bf16> x = gka_test::to_bf16(c.x), cache = gka_test::to_bf16(c.cache), y(c.x.size());
         Decoded d{{}, std::vector<float>(c.problems.size() * c.heads * c.new_tokens)};
-        const gka_status s = gka_decode_bf16(c.shape(), c.capacity, c.window, x.data(), c.sigma.data(),
-                                             c.lengths.data(), cache.data(), y.data(), d.lse.data());
+        gka_call call = c.described();
+        call.dtype = GKA_BFLOAT16, call.x = x.data(), call.cache = cache.data(), call.y = y.data();
+        call.lse = d.lse.data();
+        const gka_status s = gka_run_decode(&call);
         INFO(gka_last_error());
         REQUIRE(s == GKA_OK);
         CHECK(std::string(gka_last_kernel()).find("_bf16") != std::string::npos);

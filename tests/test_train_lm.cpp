@@ -144,6 +144,26 @@ TEST_CASE("train_lm: GKA's layer in bf16 is the float32 layer within bf16's roun
     CHECK_THROWS_WITH(lm::make_attention("gka", "attn", 2, 8, 2, rng, "fp8"), Catch::Contains("unknown dtype"));
 }
 
+TEST_CASE("train_lm: GKA's layer runs the kernel function it is given", "[train_lm]") {
+    const AttentionShape shape{1, 17, 2, 16, {-1, 0}};
+    const std::vector<float> h = normal_values(size_t(shape.rows()) * shape.dim(), 5);
+    for (const char *kernel : {"gaussian", "laplace", "cauchy"}) {
+        lm::Rng rng(3);
+        auto attention = lm::make_attention("gka", "attn", shape.heads, shape.head_dim, 2, rng, "f32", kernel);
+        attention->forward(h.data(), shape);
+        const std::string ran = gka_last_kernel();
+        INFO(kernel << ": " << ran);
+        CHECK((std::string(kernel) == "gaussian" ? ran.find("laplace") == std::string::npos &&
+                                                       ran.find("cauchy") == std::string::npos
+                                                 : ran.find(kernel) != std::string::npos));
+    }
+    lm::Rng rng(1);
+    CHECK_THROWS_WITH(lm::make_attention("gka", "attn", 2, 8, 2, rng, "f32", "epanechnikov"),
+                      Catch::Contains("unknown kernel function"));
+    CHECK_THROWS_WITH(lm::make_attention("dot", "attn", 2, 8, 2, rng, "f32", "laplace"),
+                      Catch::Contains("needs --attention gka"));
+}
+
 TEST_CASE("train_lm: a few steps reduce the loss", "[train_lm]") {
     for (const char *kind : {"gka", "dot", "gka bf16"}) {
         SECTION(kind) {

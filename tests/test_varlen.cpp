@@ -1,7 +1,8 @@
-// gka_forward_varlen and gka_backward_varlen on every CPU family and score
-// form: packed sequences of mixed lengths (empty ones too) give each sequence
-// the results of a call of its own, bit for bit, within the accuracy contract
-// of its double reference, dsigma summing theirs; bfloat16; validation.
+// Variable-length batches (gka_call.cu_seqlens; gka_forward_varlen and
+// gka_backward_varlen over it) on every CPU family and score form: packed
+// sequences of mixed lengths (empty ones too) give each sequence the results
+// of a call of its own, bit for bit, within the accuracy contract of its
+// double reference, dsigma summing theirs; bfloat16; validation.
 #include <catch2/catch.hpp>
 
 #include "bfloat16.h"
@@ -45,12 +46,14 @@ Packed packed(const std::vector<int64_t> &lengths, int64_t heads, int64_t head_d
 gka_test::Outputs run_varlen(const Packed &p) {
     gka_test::Outputs out{std::vector<float>(p.x.size()), std::vector<float>(p.heads * p.total()),
                           std::vector<float>(p.x.size()), std::vector<float>(p.heads)};
-    gka_status s = gka_forward_varlen(p.shape(), p.cu.data(), p.window, p.x.data(), p.sigma.data(), out.y.data(),
-                                      out.lse.data());
+    gka_call c = gka_test::described(p.problems.front().kernel);
+    c.shape = p.shape(), c.cu_seqlens = p.cu.data(), c.window = p.window;
+    c.x = p.x.data(), c.sigma = p.sigma.data(), c.y = out.y.data(), c.lse = out.lse.data();
+    c.dy = p.dy.data(), c.dx = out.dx.data(), c.dsigma = out.dsigma.data();
+    gka_status s = gka_run_forward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
-    s = gka_backward_varlen(p.shape(), p.cu.data(), p.window, p.x.data(), p.sigma.data(), out.y.data(),
-                            out.lse.data(), p.dy.data(), out.dx.data(), out.dsigma.data());
+    s = gka_run_backward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
     return out;
@@ -81,7 +84,6 @@ TEST_CASE("varlen: each packed sequence as its own call, within the contract", "
                 gka_test::for_each_family_and_form([&] {
                     INFO("window (" << w.left << ", " << w.right << "), D=" << D << ", family " << gka_cpu_family()
                                     << ", scores " << gka_score_form());
-                    REQUIRE(gka_set_kernel(kernel) == GKA_OK);  // run_kernels below sets it back
                     const gka_test::Outputs out = run_varlen(p);
                     std::vector<double> dsigma(p.heads, 0.0);
                     for (size_t s = 0; s < p.problems.size(); s++) {
@@ -128,15 +130,18 @@ TEST_CASE("varlen: the kernel named is the furthest form any sequence ran", "[va
 
 TEST_CASE("varlen: bfloat16 features as the bfloat16 calls of each sequence", "[varlen][bf16]") {
     const Packed p = packed({5, 0, 40, 17}, 2, 64, {-1, 0}, 77);
-    gka_test::for_each_kernel([&](const char *) { gka_test::for_each_family([&] {
+    gka_test::for_each_kernel([&](const char *kernel) { gka_test::for_each_family([&] {
         const int64_t n = int64_t(p.x.size());
         const std::vector<gka_bf16> x = gka_test::to_bf16(p.x), dy = gka_test::to_bf16(p.dy);
         std::vector<gka_bf16> y(n), dx(n);
         std::vector<float> lse(p.heads * p.total()), dsigma(p.heads);
-        REQUIRE(gka_forward_varlen_bf16(p.shape(), p.cu.data(), p.window, x.data(), p.sigma.data(), y.data(),
-                                        lse.data()) == GKA_OK);
-        REQUIRE(gka_backward_varlen_bf16(p.shape(), p.cu.data(), p.window, x.data(), p.sigma.data(), y.data(),
-                                         lse.data(), dy.data(), dx.data(), dsigma.data()) == GKA_OK);
+        // The packed call through a description, each sequence through the older calls.
+        gka_call c = gka_test::described(kernel);
+        c.shape = p.shape(), c.cu_seqlens = p.cu.data(), c.window = p.window, c.dtype = GKA_BFLOAT16;
+        c.x = x.data(), c.sigma = p.sigma.data(), c.y = y.data(), c.lse = lse.data();
+        c.dy = dy.data(), c.dx = dx.data(), c.dsigma = dsigma.data();
+        REQUIRE(gka_run_forward(&c) == GKA_OK);
+        REQUIRE(gka_run_backward(&c) == GKA_OK);
         CHECK(std::string(gka_last_kernel()).find("_bf16") != std::string::npos);
         std::vector<double> sum(p.heads, 0.0);
         for (size_t s = 0; s < p.problems.size(); s++) {

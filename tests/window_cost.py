@@ -34,7 +34,7 @@ def pairs(t):
 def instructions(one_call, family, form, kernel, t):
     env = dict(os.environ, GKA_CPU_TARGET=family, GKA_NUM_THREADS="1")
     run = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", f"--toggle-collect=gka_{kernel}",
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", f"--toggle-collect=gka_run_{kernel}",
          one_call, kernel, form, str(t), str(WINDOW[0]), str(WINDOW[1]), str(HEAD_DIM)],
         env=env, capture_output=True, text=True, check=True)
     collected = re.search(r"Collected : (\d+)", run.stderr)

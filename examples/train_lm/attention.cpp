@@ -26,8 +26,9 @@ void check(gka_status status, const char *call) {
 
 // A description of the layer's call: packed documents are the varlen layout
 // (documents, tokens in all); bfloat16 features where `bf16`.
-gka_call described(const AttentionShape &s, bool bf16) {
+gka_call described(const AttentionShape &s, bool bf16, gka_kernel_function kernel) {
     gka_call c = gka_call_init();
+    c.kernel = kernel;
     const bool packed = !s.cu_seqlens.empty();
     c.shape = {packed ? int64_t(s.cu_seqlens.size()) - 1 : s.batch, s.seq, s.heads, s.head_dim};
     c.cu_seqlens = packed ? s.cu_seqlens.data() : nullptr;
@@ -52,10 +53,12 @@ double output_projection_init(int layers) { return 1.0 / std::sqrt(2.0 * layers)
 // RMSNorm makes |h_t|^2 about d, so two unrelated tokens are about 2D apart in
 // a head; sigma = sqrt(D / 2) starts their score near -2 against 0 for the
 // query itself: peaked enough to carry information, flat enough to train.
-GkaAttention::GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16)
+GkaAttention::GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16,
+                           gka_kernel_function kernel)
     : log_sigma(name + ".log_sigma", heads, false),
       out(name + ".out", heads * head_dim, heads * head_dim, rng, float(output_projection_init(layers))),
-      bf16(bf16) {
+      bf16(bf16),
+      kernel(kernel) {
     std::fill(log_sigma.value.begin(), log_sigma.value.end(), 0.5f * std::log(0.5f * head_dim));
 }
 
@@ -66,7 +69,7 @@ const float *GkaAttention::forward(const float *h_, const AttentionShape &shape_
     for (int k = 0; k < shape.heads; k++) sigma[k] = std::exp(log_sigma.value[k]);
     y.resize(n);
     lse.resize(size_t(shape.batch) * shape.heads * shape.seq);
-    gka_call c = described(shape, bf16);
+    gka_call c = described(shape, bf16, kernel);
     c.sigma = sigma.data(), c.lse = lse.data();
     if (bf16) {
         to_bf16(h, n, h16);
@@ -84,7 +87,7 @@ const float *GkaAttention::backward(const float *dout) {
     const float *dy = out.backward(dout);
     dh.resize(y.size());
     dsigma.resize(shape.heads);
-    gka_call c = described(shape, bf16);
+    gka_call c = described(shape, bf16, kernel);
     c.sigma = sigma.data(), c.lse = lse.data(), c.dsigma = dsigma.data();
     if (bf16) {
         to_bf16(dy, y.size(), dy16);
@@ -106,7 +109,7 @@ const float *GkaAttention::decode(const float *h_row, int64_t position, gka_wind
     for (int k = 0; k < heads; k++) sigma[k] = std::exp(log_sigma.value[k]);
     y.resize(d), lse.resize(heads);
     gka_call c = gka_call_init();
-    c.shape = {1, 1, heads, d / heads}, c.window = window;
+    c.kernel = kernel, c.shape = {1, 1, heads, d / heads}, c.window = window;
     c.dtype = bf16 ? GKA_BFLOAT16 : GKA_FLOAT32;
     c.cache_capacity = capacity, c.cache_lens = &position;
     c.sigma = sigma.data(), c.lse = lse.data();
@@ -210,9 +213,20 @@ double DotProductAttention::training_flops_per_token(const AttentionShape &s) co
 }
 
 std::unique_ptr<Attention> make_attention(const std::string &kind, const std::string &name, int heads, int head_dim,
-                                          int layers, Rng &rng, const std::string &dtype) {
+                                          int layers, Rng &rng, const std::string &dtype, const std::string &kernel) {
     if (dtype != "f32" && dtype != "bf16") throw std::invalid_argument("unknown dtype '" + dtype + "' (f32 or bf16)");
-    if (kind == "gka") return std::make_unique<GkaAttention>(name, heads, head_dim, layers, rng, dtype == "bf16");
+    const std::string kernels = gka_kernels();  // gka_kernel_function's order, comma-separated
+    const size_t at = ("," + kernels + ",").find("," + kernel + ",");
+    if (kernel.empty() || at == std::string::npos) {
+        throw std::invalid_argument("unknown kernel function '" + kernel + "' (" + kernels + ")");
+    }
+    if (kind != "gka" && kernel != "gaussian") {
+        throw std::invalid_argument("--kernel chooses GKA's kernel function: it needs --attention gka");
+    }
+    const auto function = gka_kernel_function(std::count(kernels.begin(), kernels.begin() + at, ','));
+    if (kind == "gka") {
+        return std::make_unique<GkaAttention>(name, heads, head_dim, layers, rng, dtype == "bf16", function);
+    }
     if (kind == "dot" && dtype == "bf16") {
         throw std::invalid_argument("dtype bf16 runs GKA's attention in bfloat16 (libgka's kernels); the dot-product "
                                     "layer is float32 only");

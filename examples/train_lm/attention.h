@@ -52,7 +52,8 @@ class GkaAttention : public Attention {
 public:
     // bf16: the kernels take h, y, dy and dh in bfloat16 (gka_call's dtype);
     // the rest of the model stays float32.
-    GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16 = false);
+    GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16 = false,
+                 gka_kernel_function kernel = GKA_GAUSSIAN);
     const float *forward(const float *h, const AttentionShape &shape) override;
     const float *backward(const float *dout) override;
     std::vector<Param *> params() override { return {&log_sigma, &out.w}; }
@@ -68,6 +69,7 @@ public:
 
 private:
     bool bf16;
+    gka_kernel_function kernel;
     AttentionShape shape{};
     const float *h = nullptr;
     std::vector<float> sigma, y, lse, dh, dsigma;
@@ -92,8 +94,10 @@ private:
     std::vector<float> mixed, dq, dk, dv, dh, dprobs;
 };
 
-// kind: "gka" or "dot"; dtype: "f32", or "bf16" (GKA's kernels in bfloat16).
+// kind: "gka" or "dot"; dtype: "f32", or "bf16" (GKA's kernels in bfloat16);
+// kernel: GKA's kernel function, "gaussian", "laplace" or "cauchy".
 std::unique_ptr<Attention> make_attention(const std::string &kind, const std::string &name, int heads, int head_dim,
-                                          int layers, Rng &rng, const std::string &dtype = "f32");
+                                          int layers, Rng &rng, const std::string &dtype = "f32",
+                                          const std::string &kernel = "gaussian");
 
 }  // namespace lm

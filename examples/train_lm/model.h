@@ -17,6 +17,7 @@ constexpr int kVocab = 256;  // bytes
 struct ModelConfig {
     std::string attention = "gka";  // "gka" or "dot"
     std::string dtype = "f32";      // the attention kernels': "f32", or "bf16" (GKA)
+    std::string kernel = "gaussian";  // GKA's kernel function (gka_kernels()' names)
     int layers = 4, heads = 2, head_dim = 64;
     int dim() const { return heads * head_dim; }
 };

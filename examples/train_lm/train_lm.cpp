@@ -34,7 +34,7 @@ const char *kUsage = R"(usage: train_lm [--option value]...
   --data PATH          text file or directory of files (default /usr/share/common-licenses)
   --attention gka|dot  GKA through libgka, or dot-product attention with W_Q, W_K, W_V (default gka)
   --dtype f32|bf16     GKA's kernels in float32 or bfloat16 (the rest of the model is float32; default f32)
-  --kernel NAME        GKA's kernel function: gaussian, laplace or cauchy (gka_set_kernel; default gaussian)
+  --kernel NAME        GKA's kernel function: gaussian, laplace or cauchy (gka_call.kernel; default gaussian)
   --window causal|W    causal, or a causal sliding window of W tokens including the query (default causal)
   --layers N --heads H --head-dim D   model shape (default 4, 2, 64: width 128)
   --seq T --batch B    tokens per sequence and sequences per step (default 128, 16)
@@ -88,13 +88,6 @@ Options parse(int argc, char **argv) {
     }
     if (o.batches == "packed" && o.attention != "gka") {
         throw std::invalid_argument("--batches packed runs GKA's varlen kernels: it needs --attention gka");
-    }
-    if (o.kernel != "gaussian" && o.attention != "gka") {
-        throw std::invalid_argument("--kernel chooses GKA's kernel function: it needs --attention gka");
-    }
-    // libgka's setting is the calling thread's: the trainer calls libgka from this one.
-    if (gka_set_kernel(o.kernel.c_str()) != GKA_OK) {
-        throw std::invalid_argument(std::string("--kernel: ") + gka_last_error());
     }
     if (o.generate > 0 && o.attention != "gka") {
         throw std::invalid_argument("--generate samples through GKA's decode path: it needs --attention gka");
@@ -165,7 +158,8 @@ std::string generate(lm::Model &model, const Options &o, gka_window window) {
 int run(const Options &o) {
     const lm::Corpus corpus = lm::Corpus::load(o.data, o.validation_fraction);
     lm::ModelConfig config;
-    config.attention = o.attention, config.dtype = o.dtype, config.layers = o.layers, config.heads = o.heads;
+    config.attention = o.attention, config.dtype = o.dtype, config.kernel = o.kernel, config.layers = o.layers;
+    config.heads = o.heads;
     config.head_dim = o.head_dim;
     lm::Model model(config, o.seed);
     const lm::AttentionShape shape{o.batch, o.seq, o.heads, o.head_dim, parse_window(o.window)};
@@ -178,7 +172,7 @@ int run(const Options &o) {
     log << "step,train_loss,val_loss,lr,tokens_per_s,elapsed_s\n";
     std::printf("train_lm: %s attention (%s, %s kernel), %d layers, width %d (%d heads x %d), window (%lld, %lld), "
                 "%zu parameters (%zu in attention), %.3g training FLOPs/token (%.3g in attention)\n",
-                o.attention.c_str(), o.dtype.c_str(), gka_kernel(), o.layers, config.dim(), o.heads, o.head_dim,
+                o.attention.c_str(), o.dtype.c_str(), o.kernel.c_str(), o.layers, config.dim(), o.heads, o.head_dim,
                 (long long)shape.window.left,
                 (long long)shape.window.right, model.parameter_count(), model.attention_parameter_count(),
                 model.training_flops_per_token(shape), model.attention_training_flops_per_token(shape));

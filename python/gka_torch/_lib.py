@@ -16,6 +16,7 @@ import ctypes.util
 import os
 
 GKA_OK = 0
+GKA_ERR_INVALID_ARGUMENT = 1
 STATUS_NAMES = {
     1: "GKA_ERR_INVALID_ARGUMENT",
     2: "GKA_ERR_UNSUPPORTED",
@@ -53,6 +54,7 @@ class Call(ctypes.Structure):
                 ("dsigma", _p), ("keys", _p), ("dx_keys", _p), ("cache", _p)]
 
     def __init__(self, **fields):
+        fields.setdefault("window", Window(-1, 0))  # gka_call_init's: causal
         super().__init__(size=ctypes.sizeof(Call), **fields)
 
 

@@ -38,7 +38,9 @@ def checked_window(window):
     ops' own calls check it where torch.compile traces."""
     left, right = _window(window)
     call = _lib.Call(shape=_lib.Shape(0, 0, 0, 0), window=_lib.Window(left, right))
-    _lib.check(LIB, LIB.gka_run_forward(call), "gka: the window")
+    status = LIB.gka_run_forward(call)
+    if status == _lib.GKA_ERR_INVALID_ARGUMENT:  # the window; the calls report anything else themselves
+        _lib.check(LIB, status, "gka: the window")
     return left, right
 
 
@@ -80,7 +82,7 @@ def _run(pass_, features, window, kernel, shape=None, **fields):
     libgka's error."""
     x = features
     call = _lib.Call(shape=_lib.Shape(*(x.shape if shape is None else shape)), window=_lib.Window(*window),
-                     dtype=_FEATURE_DTYPES[x.dtype], kernel=KERNELS.index(kernel), scores=_score_policy)
+                     dtype=_FEATURE_DTYPES[x.dtype], kernel=KERNELS.index(_kernel(kernel)), scores=_score_policy)
     for name, value in fields.items():
         setattr(call, name, value.data_ptr() if isinstance(value, torch.Tensor) else value)
     name = "gka_run_" + pass_
@@ -133,7 +135,7 @@ def _check_backward_inputs(x, y, lse, dy):
 def forward(x: torch.Tensor, sigma: torch.Tensor, left: int, right: int,
             kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
     """(y [B,T,H,D], lse [B,H,T]) = GKA forward of x [B,T,H,D] with bandwidths sigma [H]
-    and the kernel function `kernel_function` (gka.h, gka_set_kernel)."""
+    and the kernel function `kernel_function` (gka.h, gka_call.kernel)."""
     _check(x, sigma)
     x, sigma = x.contiguous(), sigma.float().contiguous()
     B, T, H, D = x.shape
@@ -506,7 +508,7 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0), kernel="gaussian"
     """gka_attention over variable-length sequences packed along the tokens
     (FlashAttention's varlen): x [total,H,D], sequence s at tokens
     cu_seqlens[s]..cu_seqlens[s+1]-1 (int32 or int64, any device: it is read on
-    the host; one sequence at least, as libgka takes: [0, 0] for no tokens), each
+    the host; [0] for no sequence), each
     attending within itself under the window, at its own cost (nothing padded).
     Returns y [total,H,D]; gradients flow to x and sigma. No elements (a total
     of 0, or H or D 0) gives the exact results without a kernel, as gka_attention.

@@ -304,7 +304,8 @@ GKA_API const char *gka_cpu_families(void); /* those compiled in, best first, co
  * head): each call's kernel reports that spread, and where it is exceeded the
  * call runs again with the next form (so a call that ends at "direct" costs
  * about three times the expansion's, four where the origin's ran first).
- * The setting names the first form a call tries:
+ * A description's gka_call.scores (GKA_SCORES_AUTO and so on) names the first
+ * form its call tries; this process-wide setting names it for the older calls:
  * "auto" (the default): "origin" where sampled tokens are within the bound of
  *   the origin, else "centred";
  * "origin": the origin's, then the centred, then direct (the backward, which
@@ -329,16 +330,16 @@ GKA_API const char *gka_score_form(void);
  *                             taken as 0: the subgradient);
  *   "cauchy":                 s = -log(1 + d2 / sigma^2), weights
  *                             1 / (1 + d2 / sigma^2).
- * The setting is the calling thread's and applies to each later call on that
- * thread, every entry point (host and CUDA, forward, backward, decode, varlen,
- * chunks, float32 and bf16) alike: a caller sets it before its calls, as
- * gka_torch does before each, and calls on other threads are not affected.
+ * The setting is the calling thread's and applies to each later older call on
+ * that thread, every one of them (host and CUDA, forward, backward, decode,
+ * varlen, chunks, float32 and bf16) alike, and calls on other threads are not
+ * affected; a description's gka_call.kernel is its own, whatever is set here.
  * The kernels other than the Gaussian run the direct score form, whatever
  * gka_set_score_form says (docs/accuracy.md says why); gka_last_kernel() names
  * them with "_laplace" or "_cauchy". NULL or "" = "gaussian". */
 GKA_API gka_status gka_set_kernel(const char *kernel);
 GKA_API const char *gka_kernel(void);
-GKA_API const char *gka_kernels(void); /* every name, comma-separated: "gaussian,laplace,cauchy" */
+GKA_API const char *gka_kernels(void); /* every name, in gka_kernel_function's order: "gaussian,laplace,cauchy" */
 
 /* The kernel variant that `pass` runs for this shape and window on `family`
  * (a name of gka_cpu_families() or gka_cuda_families()): "forward" or "backward"
