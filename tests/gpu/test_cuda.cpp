@@ -52,14 +52,22 @@ struct Stream {
     void sync() const { REQUIRE(cu.cuStreamSynchronize(s) == 0); }
 };
 
+// A description of `p` on the device, on `stream`: its kernel function, no tensors yet.
+gka_call on_device(const gka_ref::Problem &p, const Stream &stream) {
+    gka_call c = gka_test::described(p.kernel);
+    c.shape = p.shape, c.window = p.window, c.device = GKA_CUDA, c.stream = stream.s;
+    return c;
+}
+
 // With the problem's kernel function.
 gka_test::Outputs run_on_device(const gka_ref::Problem &p, const Stream &stream) {
-    const gka_test::KernelOf kernel(p);
     DeviceArray x(p.x), sigma(p.sigma), dy(p.dy), y(p.size()), lse(p.rows()), dx(p.size()), dsigma(p.shape.heads);
-    gka_status s = gka_forward_cuda(p.shape, p.window, x.f(), sigma.f(), y.f(), lse.f(), stream.s);
+    gka_call c = on_device(p, stream);
+    c.x = x.f(), c.sigma = sigma.f(), c.y = y.f(), c.lse = lse.f(), c.dy = dy.f(), c.dx = dx.f(), c.dsigma = dsigma.f();
+    gka_status s = gka_run_forward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
-    s = gka_backward_cuda(p.shape, p.window, x.f(), sigma.f(), y.f(), lse.f(), dy.f(), dx.f(), dsigma.f(), stream.s);
+    s = gka_run_backward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
     stream.sync();
@@ -76,16 +84,17 @@ void check_on_device(const gka_ref::Problem &p) {
 void check_bf16_on_device(gka_ref::Problem p) {
     p.x = gka_test::rounded_to_bf16(p.x);
     p.dy = gka_test::rounded_to_bf16(p.dy);
-    const gka_test::KernelOf kernel(p);
     Stream stream;
     DeviceArray<gka_bf16> x(gka_test::to_bf16(p.x)), dy(gka_test::to_bf16(p.dy)), y(p.size()), dx(p.size());
     DeviceArray<> sigma(p.sigma), lse(p.rows()), dsigma(p.shape.heads);
-    gka_status s = gka_forward_bf16_cuda(p.shape, p.window, x.f(), sigma.f(), y.f(), lse.f(), stream.s);
+    gka_call c = on_device(p, stream);
+    c.dtype = GKA_BFLOAT16;
+    c.x = x.f(), c.sigma = sigma.f(), c.y = y.f(), c.lse = lse.f(), c.dy = dy.f(), c.dx = dx.f(), c.dsigma = dsigma.f();
+    gka_status s = gka_run_forward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
     CHECK(std::string(gka_last_kernel()).find("_bf16") != std::string::npos);
-    s = gka_backward_bf16_cuda(p.shape, p.window, x.f(), sigma.f(), y.f(), lse.f(), dy.f(), dx.f(), dsigma.f(),
-                               stream.s);
+    s = gka_run_backward(&c);
     INFO(gka_last_error());
     REQUIRE(s == GKA_OK);
     stream.sync();
@@ -518,6 +527,26 @@ TEST_CASE("cuda: bad inputs fail before anything runs and leave the outputs unto
     CHECK(gka_backward_cuda(shape, gka_window{0, -3}, x.f(), sigma.f(), x.f(), lse.f(), x.f(), dx.f(), dsigma.f(),
                             stream.s) == GKA_ERR_INVALID_ARGUMENT);
     untouched();
+}
+
+TEST_CASE("cuda: a call without elements writes its exact results on the stream", "[cuda][call]") {
+    Stream stream;
+    const std::vector<float> host_sigma{0.5f, 2.0f};
+    DeviceArray sigma(host_sigma), lse(2 * 7), dsigma(2);
+    for (const gka_window w : {causal, full, gka_window{2, 0}}) {
+        gka_call c = gka_call_init();
+        c.device = GKA_CUDA, c.stream = stream.s, c.shape = {1, 7, 2, 0}, c.window = w;
+        c.sigma = sigma.f(), c.lse = lse.f(), c.dsigma = dsigma.f();
+        REQUIRE(gka_run_forward(&c) == GKA_OK);
+        REQUIRE(gka_run_backward(&c) == GKA_OK);
+        stream.sync();
+        std::vector<float> want(2 * 7);
+        c.device = GKA_CPU, c.stream = nullptr, c.sigma = host_sigma.data(), c.lse = want.data();
+        REQUIRE(gka_run_forward(&c) == GKA_OK);  // the host's exact results, tests/test_call.cpp's
+        INFO("window (" << w.left << ", " << w.right << ")");
+        CHECK(lse.download() == want);
+        CHECK(dsigma.download() == std::vector<float>(2, 0.0f));
+    }
 }
 
 TEST_CASE("cuda: the call is ordered after earlier work on the caller's stream", "[cuda]") {
