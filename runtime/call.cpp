@@ -107,8 +107,8 @@ gka_status check_arguments(const gka_call &c, Pass pass) {
     const int64_t key_len = c.chunk ? c.chunk->key_len : 0;
     for (int64_t extent : {s.batch, s.seq_len, s.heads, s.head_dim, c.cache_capacity, key_len}) {
         if (extent > max_elements) {
-            return fail(GKA_ERR_UNSUPPORTED, shape_text(s) + ": each extent must be below 2^31, the most the "
-                                                             "kernels address");
+            return fail(GKA_ERR_UNSUPPORTED, shape_text(s) + ": each extent must be at most 2^31 - 1, the most "
+                                                             "the kernels address");
         }
     }
     for (const Tensor &t : tensors(c, pass)) {

@@ -303,7 +303,7 @@ TEST_CASE("calls: the description's size and fields are checked before anything 
     refused(bad, GKA_ERR_INVALID_ARGUMENT, "a chunk's");
     // Extents past the kernels' indexing, features or not (D = 0 leaves lse's rows).
     bad = c, bad.shape = {int64_t(1) << 31, 1, 2, 8};
-    refused(bad, GKA_ERR_UNSUPPORTED, "below 2^31");
+    refused(bad, GKA_ERR_UNSUPPORTED, "each extent must be at most 2^31 - 1");
     bad = c, bad.shape = {int64_t(1) << 20, int64_t(1) << 20, 2, 0};
     refused(bad, GKA_ERR_UNSUPPORTED, "at most 2^31 - 1");
     bad = c, bad.cu_seqlens = cu;
