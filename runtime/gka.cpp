@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdlib>
 #include <iterator>
 #include <mutex>
@@ -14,10 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "HalideBuffer.h"
 #include "HalideRuntime.h"
 #include "block_cache.h"
-#include "buffers.h"
 #include "denormals.h"
 #include "kernel_variants.h"
 #include "internal.h"
@@ -25,7 +22,6 @@
 namespace {
 
 using gka::CpuFamily;
-using Halide::Runtime::Buffer;
 
 thread_local std::string last_error;
 thread_local const char *last_kernel = "";
