@@ -8,6 +8,7 @@ Run: GKA_LIBRARY=build/runtime/libgka.so PYTHONPATH=python python tests/python/t
 (CTest: gka.torch.distributed). Without PyTorch it exits 77 (Skipped).
 """
 import datetime
+import gc
 import os
 import sys
 import tempfile
@@ -53,8 +54,24 @@ def relative(got, want):
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
+def leave():
+    """What a rank's script does last (examples/ddp's shut_down): every rank done
+    with its peers, nothing left holding tensors of the group's work, then the
+    group destroyed while the interpreter is whole, so that gloo's threads are
+    joined before finalization. The process then returns normally, as a user's
+    script does."""
+    dist.barrier()
+    gc.collect()
+    dist.destroy_process_group()
+
+
 def check_cases(rank, world, path):
     init(rank, world, path)
+    run_cases(rank, world)
+    leave()
+
+
+def run_cases(rank, world):
     import gka_torch
     from gka_torch.distributed import context_parallel_gka, segments_of
     T, H, D = 41, 2, 16
@@ -85,12 +102,6 @@ def check_cases(rank, world, path):
             err = relative(got.detach(), ref.detach())
             if not err < RTOL:
                 raise AssertionError(f"{what}: {name} off by {err:.2e} relative (bound {RTOL})")
-    dist.barrier()  # every rank done with its peers before any tears its connections down
-    dist.destroy_process_group()
-    # Checked and torn down: leave without the interpreter's finalization, where
-    # gloo's threads have been seen to abort ("terminate called without an
-    # active exception", about one run in ten with 4 processes on 2 cores).
-    os._exit(0)
 
 
 def failing_rank(rank, world, path):
