@@ -55,11 +55,11 @@ def relative(got, want):
 
 
 def leave():
-    """What a rank's script does last (examples/ddp's shut_down): every rank done
-    with its peers, nothing left holding tensors of the group's work, then the
-    group destroyed while the interpreter is whole, so that gloo's threads are
-    joined before finalization. The process then returns normally, as a user's
-    script does."""
+    """What a rank's script does last, as examples/ddp/train_gka_ddp.py's ranks
+    do (docs/distributed.md): every rank done with its peers, nothing left
+    holding tensors of the group's work, then the group destroyed while the
+    interpreter is whole, so that gloo's threads are joined before
+    finalization. The process then returns normally, as a user's script does."""
     dist.barrier()
     gc.collect()
     dist.destroy_process_group()
