@@ -354,4 +354,11 @@ gka_status gka_set_num_threads(int threads) {
     return GKA_OK;
 }
 
+gka_memory gka_memory_usage(void) {
+    const gka::WorkingMemory m = gka::working_memory();
+    return {m.in_use, m.peak, m.idle};
+}
+
+void gka_reset_memory_peak(void) { gka::reset_working_memory_peak(); }
+
 }  // extern "C"

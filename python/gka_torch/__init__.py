@@ -43,7 +43,7 @@ from .reference import gka_attention_reference, gka_forward_reference
 __all__ = ["GaussianKernelAttention", "DecodeCache", "KERNELS", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
            "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference", "library_path",
            "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel", "set_num_threads",
-           "get_num_threads", "info"]
+           "get_num_threads", "memory_stats", "reset_peak_memory", "info"]
 
 __version__ = _LIB.gka_version().decode()
 library_path = _LIBRARY_PATH  # the libgka this process loaded
@@ -99,6 +99,20 @@ def get_num_threads():
 
 if "GKA_NUM_THREADS" not in _os.environ:
     set_num_threads(min(_torch.get_num_threads(), 1024))
+
+
+def memory_stats():
+    """The working memory of libgka's CPU kernels, in bytes (gka.h, gka_memory_usage):
+    {"in_use": held by the calls running now, "peak": the most held at once since
+    the library loaded or reset_peak_memory(), "idle": freed buffers kept for the
+    next calls}. Beyond the tensors the caller passes and receives."""
+    m = _LIB.gka_memory_usage()
+    return {"in_use": m.in_use, "peak": m.peak, "idle": m.idle}
+
+
+def reset_peak_memory():
+    """Restarts memory_stats()'s peak from what is in use (gka_reset_memory_peak)."""
+    _LIB.gka_reset_memory_peak()
 
 
 def info():

@@ -43,6 +43,11 @@ _p = ctypes.c_void_p
 _status = ctypes.c_int
 
 
+class Memory(ctypes.Structure):
+    """gka.h's gka_memory: the CPU kernels' working memory, in bytes."""
+    _fields_ = [("in_use", ctypes.c_uint64), ("peak", ctypes.c_uint64), ("idle", ctypes.c_uint64)]
+
+
 class Call(ctypes.Structure):
     """gka.h's gka_call, the description of a compute call; the enums are ints
     (gka_dtype, gka_kernel_function: gka_kernels()' order, gka_score_policy,
@@ -114,6 +119,8 @@ _CONTROL_SIGNATURES = {
     "gka_last_kernel": ([], _char_p),
     "gka_num_threads": ([], _int),
     "gka_set_num_threads": ([_int], _status),
+    "gka_memory_usage": ([], Memory),
+    "gka_reset_memory_peak": ([], None),
     "gka_cuda_compiled": ([], _int),
     "gka_cuda_families": ([], _char_p),
     "gka_cuda_available": ([], _int),

@@ -938,6 +938,20 @@ class Package(unittest.TestCase):
         finally:
             gka_torch.set_num_threads(before)
 
+    def test_memory_stats_count_a_backwards_working_buffers(self):
+        x = torch.randn(1, 2048, 8, 64, requires_grad=True)
+        sigma = torch.full((8,), 8.0, requires_grad=True)
+        y = gka_torch.gka_attention(x, sigma, window=(255, 0))
+        gka_torch.reset_peak_memory()
+        y.sum().backward()
+        stats = gka_torch.memory_stats()
+        self.assertEqual(set(stats), {"in_use", "peak", "idle"})
+        self.assertEqual(stats["in_use"], 0)
+        tensor = x.numel() * x.element_size()
+        self.assertGreater(stats["peak"], tensor // 4)  # the head-major copies and the sums of a few heads
+        gka_torch.reset_peak_memory()
+        self.assertEqual(gka_torch.memory_stats()["peak"], 0)
+
     def test_default_threads_follow_torch_unless_the_environment_says(self):
         import subprocess
         script = "import torch; torch.set_num_threads(3); import gka_torch; print(gka_torch.get_num_threads())"

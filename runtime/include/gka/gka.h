@@ -367,6 +367,19 @@ GKA_API const char *gka_last_kernel(void);
 GKA_API int gka_num_threads(void);
 GKA_API gka_status gka_set_num_threads(int threads);
 
+/* The CPU kernels' working memory: the buffers they allocate beyond the
+ * caller's tensors, in bytes. A backward holds about four tensors the size of
+ * x for the heads it runs at once, and runs a few heads at a time: enough for
+ * the threads (docs/c-api.md, "Sizes"). Freed buffers up to 512 MiB are kept
+ * for the next calls (idle), as an allocator's cache keeps them. */
+typedef struct gka_memory {
+    uint64_t in_use; /* held by the calls running now */
+    uint64_t peak;   /* the most held at once since the library loaded or gka_reset_memory_peak */
+    uint64_t idle;   /* freed, kept for the next calls */
+} gka_memory;
+GKA_API gka_memory gka_memory_usage(void);
+GKA_API void gka_reset_memory_peak(void); /* the peak restarts from what is in use */
+
 /* CUDA. The same passes on NVIDIA GPUs: every pointer (sigma and dsigma
  * included) is device memory of the CUDA context current on the calling thread
  * (device 0's primary context if none is), and the work is enqueued on

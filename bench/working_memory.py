@@ -1,0 +1,75 @@
+"""The memory a forward and a backward take beyond the caller's tensors, in
+tensors of x's size: resident (the process's peak resident size less its size
+before the call, every output page touched first) and, where the library
+counts it (gka_memory_usage), its allocator's peak. Through the float32 calls
+that every libgka has, with ctypes, so that it measures older builds too; one
+process per library, as a call's peak is the process's.
+
+    python bench/working_memory.py LIBGKA T H D LEFT     (B=1, window (LEFT, 0), -1: causal)
+"""
+import ctypes
+import sys
+import time
+
+import numpy as np
+
+
+class Shape(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_int64), ("seq_len", ctypes.c_int64), ("heads", ctypes.c_int64),
+                ("head_dim", ctypes.c_int64)]
+
+
+class Window(ctypes.Structure):
+    _fields_ = [("left", ctypes.c_int64), ("right", ctypes.c_int64)]
+
+
+class Memory(ctypes.Structure):
+    _fields_ = [("in_use", ctypes.c_uint64), ("peak", ctypes.c_uint64), ("idle", ctypes.c_uint64)]
+
+
+def kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+
+
+def main():
+    lib = ctypes.CDLL(sys.argv[1])
+    seq_len, heads, head_dim, left = (int(a) for a in sys.argv[2:6])
+    counted = hasattr(lib, "gka_memory_usage")
+    if counted:
+        lib.gka_memory_usage.restype = Memory
+    n = seq_len * heads * head_dim
+    rng = np.random.default_rng(0)
+    x, dy = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    sigma = np.full(heads, np.sqrt(head_dim) * 0.75, dtype=np.float32)
+    # np.ones, not zeros: calloc'ed pages would count when the call first writes them.
+    y, dx, dsigma = np.ones(n, np.float32), np.ones(n, np.float32), np.ones(heads, np.float32)
+    lse = np.ones(seq_len * heads, np.float32)
+    p = lambda a: a.ctypes.data_as(ctypes.c_void_p)
+    shape, window = Shape(1, seq_len, heads, head_dim), Window(left, 0)
+    passes = (("forward", lambda: lib.gka_forward(shape, window, p(x), p(sigma), p(y), p(lse))),
+              ("backward", lambda: lib.gka_backward(shape, window, p(x), p(sigma), p(y), p(lse), p(dy), p(dx),
+                                                    p(dsigma))))
+    tensor = n * 4
+    report = []
+    for name, call in passes:
+        before = kib("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # the peak resident size restarts from the current one
+        if counted:
+            lib.gka_reset_memory_peak()
+        start = time.time()
+        status = call()
+        took = time.time() - start
+        if status != 0:
+            sys.exit(f"{name}: status {status}")
+        resident = (kib("VmHWM") - before) * 1024 / tensor
+        count = f"{lib.gka_memory_usage().peak / tensor:.2f}" if counted else "-"
+        report.append(f"{name} {took:.1f} s, resident {resident:.2f}, counted {count}")
+    print(f"T={seq_len} H={heads} D={head_dim} window ({left}, 0), {sys.argv[1]}: " + "; ".join(report))
+
+
+if __name__ == "__main__":
+    main()
