@@ -104,14 +104,14 @@ inline void define_block_pair_sums(FusedBackwardPipeline &p, const Mask &mask, i
     {
         RDom &r = p.key_blocks;
         const Expr band = r[3] * groups + g;
-        (void)mask.query_block_in_window(r, r[2], query_block, band);  // bounds the query blocks
+        (void)mask.query_block_in_window(r, r[2], query_block, band, true);  // bounds the query blocks
         p.key_sum(v.d, v.h, mask.token(band, r[1] * key_block + r[0]), v.b, g) +=
             p.block_key_sum(v.d, r[0], r[1], r[2], r[3], v.h, v.b, g);
     }
     p.query_blocks = blocks_of_pairs("query_blocks", query_block);
     {
         RDom &r = p.query_blocks;
-        const Expr query = mask.query_in_window(r, r[0], r[2], r[3] * groups + g);
+        const Expr query = mask.query_in_window(r, r[0], r[2], r[3] * groups + g, true);
         p.query_sum(v.d, v.h, query, v.b, g) += p.block_query_sum(v.d, r[0], r[1], r[2], r[3], v.h, v.b, g);
     }
 }
@@ -150,7 +150,8 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func keys, F
     const Expr key_band = p.band_in_group * groups + g;  // round-robin: under a causal mask early bands pair most
     p.pairs.where(key_band < bands);
     const Expr key = mask.token(key_band, p.key_block * key_block + p.key_in_block);
-    const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, key_band);
+    // Clamped: the queries' sums are per token, computed at root (gka_math.h).
+    const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, key_band, true);
 
     const Expr ds = p.terms.dscore(key, query, v.h, v.b);
     p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};

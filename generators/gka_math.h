@@ -121,19 +121,32 @@ struct Mask {
     }
     // The query at r of the window of the keys of `band`; bounds r to the band's last query.
     Expr query_in_window(RDom &r, const Expr &band) const { return query_in_window(r, r.x, r.y, band); }
-    // The same over any two dimensions of r: `in_block` (of extent `block`) and `block`.
-    Expr query_in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &band) const {
-        return query_block_in_window(r, block, in_block.extent(), band) + in_block;
+    // The same over any two dimensions of r: `in_block` (of extent `block`) and
+    // `block`. `clamped`: the block's first query is said to lie in the
+    // sequence, as it does wherever the block is visited: bounds inference does
+    // not read it from the where clause, and would size what a schedule
+    // computes over every query (the queries' sums, the inputs' copies) for a
+    // whole window past the sequence's end, about twice the tokens under a
+    // causal mask. (unsafe_promise_clamped is lost in fused loops' bounds.)
+    // Sums per band (gka_backward.h's) need no clamp, and on CUDA its register
+    // made the chunk backward's key sums spill.
+    Expr query_in_window(RDom &r, const Halide::RVar &in_block, const Halide::RVar &block, const Expr &band,
+                         bool clamped = false) const {
+        return query_block_in_window(r, block, in_block.extent(), band, clamped) + in_block;
     }
     // The first query of the block at r.block (of `block_size` queries) of the
     // window of the keys of `band`; bounds the block as query_in_window does.
-    Expr query_block_in_window(RDom &r, const Halide::RVar &block, const Expr &block_size, const Expr &band) const {
+    Expr query_block_in_window(RDom &r, const Halide::RVar &block, const Expr &block_size, const Expr &band,
+                               bool clamped = false) const {
         const Expr last = band * band_size + band_size - 1 + left_span;
-        return in_window(r, block, block_size, first_query(band), chunk ? last - shift : last, seq_len);
+        const Expr first = in_window(r, block, block_size, first_query(band), chunk ? last - shift : last, seq_len);
+        return clamped ? Halide::min(first, seq_len - 1) : first;
     }
-    // The query `index` tokens into the window of the keys of `band`, unbounded
-    // (a tile of a block that query_in_window visits).
-    Expr query_of_window(const Expr &band, const Expr &index) const { return first_query(band) + index; }
+    // The query `index` tokens into the window of the keys of `band`: the first
+    // of a tile of a block that query_in_window visits, clamped as its `clamped`.
+    Expr query_of_window(const Expr &band, const Expr &index) const {
+        return Halide::min(first_query(band) + index, seq_len - 1);
+    }
 
 private:
     Expr first_query(const Expr &band) const {

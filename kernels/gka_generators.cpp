@@ -3,6 +3,7 @@
 // from the buffers at run time (any B, T, H, D >= 1); the window is a
 // run-time input.
 #include <iterator>
+#include <vector>
 
 #include "../schedules/schedules.h"
 
@@ -68,6 +69,18 @@ void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &ba
     buf.dim(0).set_bounds(0, seq_len).set_stride(1);
     buf.dim(1).set_bounds(0, heads).set_stride(seq_len);
     buf.dim(2).set_bounds(0, batch).set_stride(seq_len * heads);
+}
+
+// The backward's tensors may be a slice of the call's heads (the runtime runs a
+// backward a few heads at a time, runtime/cpu_attention.cpp, so that its
+// working buffers are a few heads' size): the dims within a head are dense as
+// the caller's, the dims past the heads a run-time stride apart. (The strides
+// are run-time values either way: the heads' count is.)
+template<typename Buf>
+void head_slice(Buf &buf, const std::vector<Expr> &extents, int dense_dims) {
+    for (int k = 0; k < int(extents.size()); k++) buf.dim(k).set_bounds(0, extents[k]);
+    buf.dim(0).set_stride(1);
+    if (dense_dims > 1) buf.dim(1).set_stride(extents[0]);
 }
 
 // What both generators take alike: overrides of the schedule's default knobs,
@@ -237,16 +250,16 @@ public:
             schedule.apply(one_pass);
         }
 
-        for (auto *buf : {x, y, dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
-        dense_features(*dx, head_dim, heads, seq_len, batch);
+        for (auto *buf : {x, y, dy}) head_slice(*buf, {head_dim, heads, seq_len, batch}, 2);
+        head_slice(*dx, {head_dim, heads, seq_len, batch}, 2);
         if (chunk) {
             dense_features(*keys, head_dim, heads, key_len, batch);
             dense_features(*dx_keys, head_dim, heads, key_len, batch);
         }
-        dense_rows(*lse, heads, seq_len, batch);
+        head_slice(*lse, {seq_len, heads, batch}, 2);
         sigma->dim(0).set_bounds(0, heads);
         dsigma->dim(0).set_bounds(0, heads);
-        dense_per_head(*spread, heads, batch);
+        head_slice(*spread, {heads, batch}, 1);
     }
 };
 

@@ -1,14 +1,18 @@
 // The CPU forward, backward and decode (gka.h, gka_run_forward) on a checked
 // description (call.h): the score forms a call tries, in turn, and the kernels.
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "HalideBuffer.h"
 #include "buffers.h"
 #include "call.h"
 #include "denormals.h"
 #include "kernel_variants.h"
+#include "../schedules/backward_tasks.h"
 
 namespace {
 
@@ -123,6 +127,45 @@ gka_status forward(const gka_call &c, const CpuFamily &f) {
         [&] { return gka::not_built("forward", f.name, function, shape.head_dim, ElementOf<T>::element); });
 }
 
+// A backward's working buffers hold about four tensors the size of x for the
+// heads of one run (the head-major x and dy, the keys' and the queries' sums:
+// docs/performance.md, "Working memory"). A run of a slice of the heads holds
+// them for those heads alone, so a call runs slices of every batch entry's
+// heads [first, first + count), each of tasks enough for the threads (one a
+// head and batch entry) and for the kernel's min_tasks (backward_tasks.h:
+// its key-band groups, and so its results, are then the whole call's). Each
+// slice holds all batch entries: dsigma sums them in the kernel's order.
+struct HeadSlice {
+    int first, count;
+};
+
+// The knob's value in "name:value,..." (a variant's knobs), or `otherwise`.
+int knob(const char *knobs, const std::string &name, int otherwise) {
+    const std::string all = std::string(",") + knobs, key = "," + name + ":";
+    const size_t at = all.find(key);
+    return at == std::string::npos ? otherwise : std::atoi(all.c_str() + at + key.size());
+}
+
+std::vector<HeadSlice> head_slices(const gka_shape &s, const char *knobs) {
+    const int64_t tasks = std::max(halide_get_num_threads(), knob(knobs, "min_tasks", gka::default_backward_min_tasks));
+    const int64_t least_heads = (tasks + s.batch - 1) / s.batch;  // a slice's
+    const int slices = int(std::max<int64_t>(1, s.heads / least_heads));
+    std::vector<HeadSlice> out;
+    for (int k = 0; k < slices; k++) {
+        const int first = int(s.heads * k / slices), end = int(s.heads * (k + 1) / slices);
+        out.push_back({first, end - first});
+    }
+    return out;
+}
+
+// The slice's heads of a buffer whose dimension `dim` is the heads, indexed from 0.
+template <class B>
+B heads_of(const B &buf, int dim, HeadSlice h) {
+    B slice = buf.cropped(dim, h.first, h.count);
+    slice.translate(dim, -h.first);
+    return slice;
+}
+
 template <class T>
 gka_status backward(const gka_call &c, const CpuFamily &f) {
     const gka_shape &shape = c.shape;
@@ -141,7 +184,18 @@ gka_status backward(const gka_call &c, const CpuFamily &f) {
             return gka::backward_variant(f.name, function, shape.head_dim, kind, shape.seq_len, form,
                                          ElementOf<T>::element);
         },
-        [&](const auto *k) { return k->run(xb, sb, yb, lb, dyb, w.left, w.right, dxb, dsb, spread); }, spread,
+        [&](const auto *k) {
+            for (const HeadSlice h : head_slices(shape, k->knobs)) {
+                auto features_of = [&](const auto &b) { return heads_of(b, 1, h); };
+                if (const int code = k->run(features_of(xb), heads_of(sb, 0, h), features_of(yb), heads_of(lb, 1, h),
+                                            features_of(dyb), w.left, w.right, features_of(dxb), heads_of(dsb, 0, h),
+                                            heads_of(spread, 0, h))) {
+                    return code;
+                }
+            }
+            return 0;
+        },
+        spread,
         c.sigma,
         [&] { return gka::not_built("backward", f.name, function, shape.head_dim, ElementOf<T>::element); });
 }

@@ -46,6 +46,7 @@
 //   cores gains from a min_tasks of about its core count.
 #include <algorithm>
 
+#include "backward_tasks.h"
 #include "schedule_helpers.h"
 #include "schedules.h"
 
@@ -78,7 +79,7 @@ const std::vector<Knob<CpuBackwardKnobs>> &CpuBackwardKnobs::fields() {
 
 CpuBackwardKnobs cpu_backward_knobs(Family family) {
     CpuBackwardKnobs k{};
-    k.band = 48, k.key_tile = 4, k.query_tile = 4, k.min_tasks = 2, k.d_padded = 1;
+    k.band = 48, k.key_tile = 4, k.query_tile = 4, k.min_tasks = default_backward_min_tasks, k.d_padded = 1;
     switch (family) {
     // The keys' and the queries' micro-tiles alike: 4 tokens x 2 vectors of d,
     // 8 accumulators, independent chains enough to fill two FMA pipes.

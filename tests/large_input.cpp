@@ -1,7 +1,8 @@
 // One shape far past the other tests' sizes: forward and backward run, rows
 // at the start, middle and end of the sequence meet the accuracy contract, and
 // the peak memory each pass adds beyond the caller's tensors is reported as a
-// multiple of one tensor. Exit 77 (CTest: Skipped), saying why, where the host
+// multiple of one tensor: resident (VmHWM) and as the kernels' working
+// buffers count it (gka_memory_usage). Exit 77 (CTest: Skipped), saying why, where the host
 // has too little memory for it.
 // Usage: gka_large_input B T H D left right
 #include <chrono>
@@ -75,13 +76,16 @@ int main(int argc, char **argv) {
     auto pass = [&](const char *name, auto call) {
         const int64_t before = kib("/proc/self/status", "VmRSS");
         reset_peak();
+        gka_reset_memory_peak();
         const auto start = std::chrono::steady_clock::now();
         const gka_status status = call();
         const double took = seconds_since(start);
         const double added_gib = double(kib("/proc/self/status", "VmHWM") - before) / (1 << 20);
-        std::printf("%s: %s in %.1f s (%s); peak memory beyond the caller's tensors %.2f GiB = %.2f tensors\n", name,
-                    status == GKA_OK ? "ok" : gka_last_error(), took, gka_last_kernel(), added_gib,
-                    added_gib / tensor_gib);
+        const double working_gib = double(gka_memory_usage().peak) / (1 << 30);
+        std::printf("%s: %s in %.1f s (%s, %d threads); peak memory beyond the caller's tensors %.2f GiB = %.2f "
+                    "tensors (resident), working buffers %.2f GiB = %.2f tensors (gka_memory_usage)\n", name,
+                    status == GKA_OK ? "ok" : gka_last_error(), took, gka_last_kernel(), gka_num_threads(),
+                    added_gib, added_gib / tensor_gib, working_gib, working_gib / tensor_gib);
         failures += status != GKA_OK;
     };
     gka_call call = gka_call_init();
