@@ -57,7 +57,7 @@ Passes run(const gka_shape &s, const gka_window &w, int threads) {
 
 }  // namespace
 
-TEST_CASE("working memory: a backward holds at most 1.5 tensors of x's size where heads outnumber threads",
+TEST_CASE("working memory: a long backward holds at most 1.5 tensors of x's size where heads outnumber threads",
           "[memory]") {
     const struct {
         gka_shape shape;
