@@ -8,23 +8,20 @@ process per library, as a call's peak is the process's.
     python bench/working_memory.py LIBGKA T H D LEFT     (B=1, window (LEFT, 0), -1: causal)
 """
 import ctypes
+import importlib.util
+import os
 import sys
 import time
 
 import numpy as np
 
-
-class Shape(ctypes.Structure):
-    _fields_ = [("batch", ctypes.c_int64), ("seq_len", ctypes.c_int64), ("heads", ctypes.c_int64),
-                ("head_dim", ctypes.c_int64)]
-
-
-class Window(ctypes.Structure):
-    _fields_ = [("left", ctypes.c_int64), ("right", ctypes.c_int64)]
-
-
-class Memory(ctypes.Structure):
-    _fields_ = [("in_use", ctypes.c_uint64), ("peak", ctypes.c_uint64), ("idle", ctypes.c_uint64)]
+# gka.h's structs as gka_torch declares them: its _lib.py imports the standard
+# library alone, so it loads here without the package (and torch).
+_spec = importlib.util.spec_from_file_location(
+    "gka_lib", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "gka_torch", "_lib.py"))
+_lib = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_lib)
+Shape, Window, Memory = _lib.Shape, _lib.Window, _lib.Memory
 
 
 def kib(field):

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "contract.h"
+#include "random_problem.h"
 
 namespace {
 
@@ -27,15 +28,6 @@ int64_t kib(const char *file, const std::string &field) {
 
 // Resets the peak resident size (VmHWM) to the current one.
 void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
-
-// Features of unit spread from a cheap hash, filled fast at 2^29 elements.
-float feature(uint64_t k) {
-    k = (k + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
-    k ^= k >> 31;
-    k *= 0x94d049bb133111ebull;
-    k ^= k >> 29;
-    return float(int64_t(k >> 40) - (int64_t(1) << 23)) * (1.7f / float(1 << 23));
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -65,8 +57,8 @@ int main(int argc, char **argv) {
     }
     std::vector<float> x(n), dy(n), sigma(shape.heads), y(n), lse(rows), dx(n), dsigma(shape.heads);
     for (int64_t k = 0; k < n; k++) {
-        x[k] = feature(2 * uint64_t(k));
-        dy[k] = feature(2 * uint64_t(k) + 1);
+        x[k] = gka_test::hashed_feature(2 * uint64_t(k));  // fast at 2^29 elements
+        dy[k] = gka_test::hashed_feature(2 * uint64_t(k) + 1);
     }
     for (int64_t h = 0; h < shape.heads; h++) sigma[h] = float(std::sqrt(double(shape.head_dim)) * (0.5 + 0.25 * h));
     // Every output page touched, so that the peak counts the library's memory only.

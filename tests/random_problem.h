@@ -31,6 +31,16 @@ public:
     }
 };
 
+// A feature of unit spread from a cheap hash of its index k (splitmix64's
+// finalizer): large tensors filled fast, with no generator's state.
+inline float hashed_feature(uint64_t k) {
+    k = (k + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+    k ^= k >> 31;
+    k *= 0x94d049bb133111ebull;
+    k ^= k >> 29;
+    return float(int64_t(k >> 40) - (int64_t(1) << 23)) * (1.7f / float(1 << 23));
+}
+
 // x = offset + scale * N(0, 1) per feature, dy ~ N(0, 1).
 gka_ref::Problem gaussian_problem(gka_shape shape, gka_window window, std::vector<float> sigma, double scale,
                                   double offset, uint64_t seed);

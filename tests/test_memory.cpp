@@ -10,15 +10,9 @@
 #include <vector>
 
 #include "gka/gka.h"
+#include "random_problem.h"
 
 namespace {
-
-// Features of unit spread from a cheap hash.
-float feature(uint64_t k) {
-    k = (k + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
-    k ^= k >> 31;
-    return float(int64_t(k >> 40) - (int64_t(1) << 23)) * (1.7f / float(1 << 23));
-}
 
 struct Passes {
     std::vector<float> y, lse, dx, dsigma;
@@ -28,7 +22,7 @@ struct Passes {
 Passes run(const gka_shape &s, const gka_window &w, int threads) {
     const int64_t n = s.batch * s.seq_len * s.heads * s.head_dim;
     std::vector<float> x(n), dy(n), sigma(s.heads);
-    for (int64_t k = 0; k < n; k++) x[k] = feature(2 * k), dy[k] = feature(2 * k + 1);
+    for (int64_t k = 0; k < n; k++) x[k] = gka_test::hashed_feature(2 * k), dy[k] = gka_test::hashed_feature(2 * k + 1);
     for (int64_t h = 0; h < s.heads; h++) sigma[h] = 4.0f + h;
     Passes p{std::vector<float>(n), std::vector<float>(s.batch * s.heads * s.seq_len), std::vector<float>(n),
              std::vector<float>(s.heads), 0, 0};
