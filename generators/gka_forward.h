@@ -47,8 +47,10 @@ struct ForwardPipeline {
 // chunk's (the direct form's alone), or undefined: the queries' own tokens.
 // bf16_products (bfloat16 features): the value sum multiplies the weights
 // rounded to bfloat16 by the features, each product exact, summed in float
-// (as bfloat16 dot products do, two keys a step); every other product, the
-// scores and the row sums are float (docs/accuracy.md, "bfloat16").
+// (as bfloat16 dot products do, two keys a step), and the origin form's
+// scores take their dot products from the features' pairs likewise (exact
+// products: the float kernel's arithmetic); every other product, the scores
+// and the row sums are float (docs/accuracy.md, "bfloat16").
 // function: the kernel (kernel_terms.h); every one has s_ii = 0 as its row's
 // largest score, so the one pass holds for each.
 inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Expr head_dim, const Mask &mask,
@@ -65,8 +67,12 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
     p.centre = feature_centre(p.x, mask.seq_len, v);
     const Expr features = p.x(v.d, v.h, v.t, v.b);
     p.centred(v.d, v.h, v.t, v.b) = form == ScoreForm::origin ? features : features - p.centre.mean(v.d, v.h, v.b);
+    // The bfloat16 features as they are: the values' pairs and, in the origin
+    // form, the scores' (bfloat16 products).
+    const Func raw = bf16_products ? clamped(x, head_dim, mask.seq_len) : Func();
     if (form != ScoreForm::direct) {
-        p.scores = kernel_scores(p.centred, p.centred, p.centred, sigma, head_dim, form, v, function);
+        p.scores = kernel_scores(p.centred, p.centred, p.centred, sigma, head_dim, form, v, function,
+                                 form == ScoreForm::origin ? raw : Func());
     } else {
         p.scores = kernel_scores(p.values, p.x, p.centred, sigma, head_dim, form, v, function);
     }
@@ -82,7 +88,6 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
                                         "key block");
         }
         Var pair("pair");
-        const Func raw = clamped(x, head_dim, mask.seq_len);
         p.value_pairs(pair, v.d, v.h, v.j, v.b) = raw(v.d, v.h, 2 * v.j + pair, v.b);
         p.value_weight(pair, v.i, v.j, v.h, v.b) = Halide::cast(Halide::BFloat(16), p.weight(2 * v.j + pair, v.i, v.h, v.b));
         p.keys = mask.pair_window("k", key_block);

@@ -230,7 +230,14 @@ struct Scores {
     Func dot{"dot"};                  // the pair reduction over d: c_j.c_i (centred, origin),
                                       // |x_j - x_i|^2 (direct)   (j, i, h, b)
     Func score{"score"};              // s_ij <= 0               (j, i, h, b)
-    RDom rd;                          // over the head dimension
+    RDom rd;                          // over the head dimension: d, or (pair, dp) by feature pairs
+    // The origin form from bfloat16 features (kernel_scores' `bf16_features`):
+    // dot goes by pairs of d, d = 2 dp + pair, each product exact and summed in
+    // float (as bfloat16 dot products do, two features a step). The queries'
+    // pairs are zero past the head dim, so an odd head dim's last pair adds
+    // its one product.
+    bool feature_pairs = false;
+    Func key_pairs{"key_pairs"}, query_pairs{"query_pairs"};  // (pair, dp, h, t, b)
 };
 
 // `features`: what the pair reduction reads: centred (centred form) or as they
@@ -245,8 +252,12 @@ struct Scores {
 // scores are not affine in d2, so the expansion's rounding, an absolute error
 // in d2, is not a bounded one in their scores near d2 = 0 (the Laplace's
 // slope is infinite there) and no spread test bounds it alike.
+// bf16_features (the origin form's, where keys and queries are one tensor of
+// bfloat16 features): dot by feature pairs (Scores::feature_pairs), the float
+// kernel's own arithmetic up to the order of its sums.
 inline Scores kernel_scores(Func keys, Func queries, Func centred, Func sigma, Expr head_dim, ScoreForm form,
-                            const Vars &v, KernelFunction function = KernelFunction::gaussian) {
+                            const Vars &v, KernelFunction function = KernelFunction::gaussian,
+                            Func bf16_features = Func()) {
     if (function != KernelFunction::gaussian && form != ScoreForm::direct) {
         throw std::invalid_argument(std::string("gka: the ") + kernel_function_names[int(function)] +
                                     " kernel takes scores=direct");
@@ -269,7 +280,20 @@ inline Scores kernel_scores(Func keys, Func queries, Func centred, Func sigma, E
                 : kernel_terms(function, s.dot(v.j, v.i, v.h, v.b), s.sigma_h).score;
         return s;
     }
-    s.dot(v.j, v.i, v.h, v.b) += s.key_features(rd, v.h, v.j, v.b) * s.query_features(rd, v.h, v.i, v.b);
+    if (bf16_features.defined()) {
+        if (form != ScoreForm::origin) throw std::invalid_argument("gka: bfloat16 feature pairs take scores=origin");
+        Var pair("pair"), dp("dp");
+        const Expr d = 2 * dp + pair, feature = bf16_features(d, v.h, v.t, v.b);
+        s.feature_pairs = true;
+        s.key_pairs(pair, dp, v.h, v.t, v.b) = feature;
+        s.query_pairs(pair, dp, v.h, v.t, v.b) =
+            Halide::select(d < head_dim, feature, Halide::reinterpret(Halide::BFloat(16), Halide::cast<uint16_t>(0)));
+        s.rd = RDom({{0, 2}, {0, (head_dim + 1) / 2}}, "rd");
+        s.dot(v.j, v.i, v.h, v.b) += Halide::cast<float>(s.key_pairs(s.rd.x, s.rd.y, v.h, v.j, v.b)) *
+                                     Halide::cast<float>(s.query_pairs(s.rd.x, s.rd.y, v.h, v.i, v.b));
+    } else {
+        s.dot(v.j, v.i, v.h, v.b) += s.key_features(rd, v.h, v.j, v.b) * s.query_features(rd, v.h, v.i, v.b);
+    }
     // |c_i - c_j|^2 = |c_i|^2 + |c_j|^2 - 2 c_i.c_j can round a hair below zero;
     // s_ij <= 0 is what keeps every exp(s_ij) in (0, 1].
     Expr sq_dist = s.sqnorm(v.i, v.h, v.b) + s.sqnorm(v.j, v.h, v.b) - 2.0f * s.dot(v.j, v.i, v.h, v.b);

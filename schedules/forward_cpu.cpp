@@ -161,17 +161,21 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     // Queries transposed once per band for the score GEMM; keys and values read
     // in place, from a head-major copy of x. The centred form's keys are centred
     // a key block at a time (centring them as the GEMM broadcasts them would
-    // add an operation to each broadcast); under bfloat16 products the
-    // origin form's are copied likewise, widened (the values are pairs of bfloat16).
+    // add an operation to each broadcast). Under bfloat16 products the origin
+    // form's scores go by feature pairs, keys copied a block at a time as they
+    // lie (the values' copy is by key pairs), queries a band at a time by pairs.
     if (p.bf16_products) {
         schedule_value_pairs(p, sum.tile_level(), st, kt, vec);
     } else {
         head_major(p.values, vec);
     }
-    if (p.form == ScoreForm::centred || (p.form == ScoreForm::origin && p.bf16_products)) {
-        head_major_block(p.scores.key_features, LoopLevel(p.weighted_sum, sum.block), kt, vec);
+    const LoopLevel block_level(p.weighted_sum, sum.block);
+    if (p.scores.feature_pairs) {
+        schedule_feature_pairs(p.scores, block_level, kt, band_level, k.band, vec);
+    } else {
+        if (p.form == ScoreForm::centred) head_major_block(p.scores.key_features, block_level, kt, vec);
+        transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);
     }
-    transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);
     schedule_pair_tile(p.weight, v.i, v.j, sum.tile_level(), st, kt, vec);
     // The weight tile's vectors of queries unrolled: the mask's and the self
     // pair's indices are then constants, not recomputed per vector
@@ -179,7 +183,7 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     // score tiles of 2-3 vectors, 1.02-1.05x; generic within noise; the
     // backward's pair tiles measured 2% slower so).
     p.weight.unroll(v.i, st / vec);
-    schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec, kc);
+    schedule_score_tile(p.scores.dot, p.scores.rd, v.i, v.j, sum.tile_level(), st, kt, vec, kc, p.scores.feature_pairs);
 }
 
 }  // namespace gka

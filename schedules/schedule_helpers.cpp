@@ -178,7 +178,7 @@ void schedule_pair_tile(Func f, const Var &lanes, const Var &across, const LoopL
 }
 
 void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &across, const LoopLevel &at,
-                         int lane_extent, int across_extent, int vec, int across_chunk) {
+                         int lane_extent, int across_extent, int vec, int across_chunk, bool feature_pairs) {
     schedule_pair_tile(f, lanes, across, at, lane_extent, across_extent, vec);
     // At most 4 vectors of lanes and across_chunk columns at a time, so that the
     // accumulators stay in registers when a tile is larger than that.
@@ -198,8 +198,38 @@ void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &ac
         across_loop = inner;
         order.insert(order.begin(), outer);
     }
+    if (feature_pairs) {
+        order.insert(order.begin(), {rd.x, lane_loop, across_loop, rd.y});
+        update.reorder(order).vectorize(lane_loop, vec).unroll(lane_loop).unroll(across_loop);
+        update.atomic().vectorize(rd.x);
+        return;
+    }
     order.insert(order.begin(), {lane_loop, across_loop, rd.x});
     update.reorder(order).vectorize(lane_loop, vec).unroll(lane_loop).unroll(across_loop);
+}
+
+void schedule_feature_pairs(const Scores &s, const LoopLevel &keys_at, int key_tokens, const LoopLevel &queries_at,
+                            int query_tokens, int vec) {
+    std::vector<Var> a = s.key_pairs.args();  // (pair, dp, h, t, b)
+    Func keys = s.key_pairs;
+    keys.compute_at(keys_at)
+        .reorder_storage(a[0], a[1], a[3], a[2], a[4])
+        .reorder(a[0], a[1], a[3], a[2], a[4])
+        .bound_storage(a[3], key_tokens)
+        .vectorize(a[0])
+        .vectorize(a[1], vec, TailStrategy::GuardWithIf);
+    // Square tiles of tokens and pairs, as transposed_block_copy's.
+    Func queries = s.query_pairs;
+    Var ti("ti"), di("di");
+    queries.compute_at(queries_at)
+        .reorder_storage(a[0], a[3], a[1], a[2], a[4])
+        .split(a[3], a[3], ti, vec, TailStrategy::RoundUp)
+        .split(a[1], a[1], di, vec, TailStrategy::GuardWithIf)
+        .reorder(a[0], ti, di, a[3], a[1], a[2], a[4])
+        .vectorize(a[0])
+        .vectorize(ti)
+        .unroll(di)
+        .bound_storage(a[3], (query_tokens + vec - 1) / vec * vec);
 }
 
 void schedule_token_output(Func out, const Vars &v, int vec) {

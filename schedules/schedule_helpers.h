@@ -83,9 +83,19 @@ int constant_head_dim(const Halide::Expr &head_dim);
 // unrolled over `across` (across_extent), across_chunk columns a pass over the
 // head dim; stored and initialized as a pair tile (schedule_pair_tile).
 // across_chunk must divide across_extent, or be at least across_extent.
+// feature_pairs (Scores::feature_pairs: rd is (pair, dp)): a pair's two
+// products side by side, reduced into one lane, a bfloat16 dot product.
 void schedule_score_tile(Halide::Func f, const Halide::RDom &rd, const Halide::Var &lanes,
                          const Halide::Var &across, const Halide::LoopLevel &at, int lane_extent,
-                         int across_extent, int vec, int across_chunk);
+                         int across_extent, int vec, int across_chunk, bool feature_pairs = false);
+
+// The copies of Scores::feature_pairs: a block of `key_tokens` keys at
+// `keys_at`, as the features lie (a pair one 32-bit word, broadcast as the
+// GEMM's `across`), and the `query_tokens` queries of `queries_at` stored by
+// pairs of d, a pair's queries innermost (a vector of queries' pairs is one
+// load of the GEMM's `lanes`).
+void schedule_feature_pairs(const Scores &s, const Halide::LoopLevel &keys_at, int key_tokens,
+                            const Halide::LoopLevel &queries_at, int query_tokens, int vec);
 
 // A tile of pair terms f (j, i, h, b), computed at `at` (beside the GEMM tiles
 // it reads) and stored as they are: `lanes` (lane_extent of them) innermost and

@@ -110,13 +110,23 @@ TEST_CASE("bf16: the float32 kernels' results of the same inputs, rounded once",
     for (gka_window w : {causal, gka_window{3, 7}}) {
         const Problem p = in_bf16(make_problem({1, 70, 2, 40}, w, {0.8f, 2.5f}, 1.5, 11));
         gka_test::for_each_family_and_form([&] {
-            const gka_test::Outputs f32 = gka_test::run_kernels(p), bf16 = run_bf16(p);
+            std::string forward;
+            const gka_test::Outputs f32 = gka_test::run_kernels(p, &forward), bf16 = run_bf16(p);
             // A family that multiplies in bfloat16 rounds the weights of y's
             // sum (the contract above judges its y); its row sums, so lse, are
-            // the float32 kernels' all the same, bit for bit: they run over the
-            // same keys as y's sum (a key dropped or added would show here).
-            if (!multiplies_in_bf16(gka_cpu_family())) CHECK(bf16.y == gka_test::rounded_to_bf16(f32.y));
-            CHECK(bf16.lse == f32.lse);
+            // the float32 kernels' all the same: they run over the same keys as
+            // y's sum (a key dropped or added would show here). Bit for bit,
+            // but in its origin form, whose scores sum the same exact products
+            // by pairs of d (gka_math.h, feature_pairs): there within rounding,
+            // a hundredth of lse's float32 bound.
+            const bool products = multiplies_in_bf16(gka_cpu_family());
+            if (!products) CHECK(bf16.y == gka_test::rounded_to_bf16(f32.y));
+            if (products && forward.find("_origin") != std::string::npos) {
+                INFO("float32 forward " << forward);
+                CHECK(gka_test::compare(p, bf16, {}, {1.0, 2e-6, 1.0}, &f32).lse.ratio <= 1.0);
+            } else {
+                CHECK(bf16.lse == f32.lse);
+            }
             // The backward's inputs differ (its y is the bf16 call's), so dx and
             // dsigma are judged by the contract above, not bit for bit.
         });
