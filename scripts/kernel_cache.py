@@ -6,7 +6,8 @@ RULE_LAUNCH_CUSTOM, cmake/GkaKernels.cmake). A command that runs gka.generator
 for one kernel (-g GENERATOR -f FUNCTION -e EMITS -o DIR) is looked up by its
 recipe: the sources the generator is built from (every file of generators/,
 schedules/ and kernels/ but the tables, whose knobs reach the generator as its
-parameters), the build's recipe file (Halide's version and library, the
+parameters, read once per generator binary: see source_digests), the build's
+recipe file (Halide's version and library, the
 compiler and its flags: written at configure time), and the command's
 arguments (the target, the parameters, the names, the output folder: the
 generator names the header's include guard after it, and the build runs it in
@@ -68,12 +69,45 @@ def source_files(root):
                     yield os.path.join(dirpath, f)
 
 
-def recipe_key(root, recipe_file, recipe_args):
-    h = hashlib.sha256(FORMAT.encode())
+def read_digests(root):
+    digests = []
     for path in source_files(root):
-        h.update(b"\0file\0" + os.path.relpath(path, root).encode() + b"\0")
         with open(path, "rb") as f:
-            h.update(hashlib.sha256(f.read()).digest())
+            digests.append((os.path.relpath(path, root), hashlib.sha256(f.read()).hexdigest()))
+    return digests
+
+
+def source_digests(root, generator):
+    """[(path, sha256)] of the sources as they were when `generator` was built.
+    Read from the sources by the first kernel command after each build of the
+    generator and kept beside it (a stamp per source folder, naming the binary's
+    size and mtime), so that a source edited while the build generates kernels
+    does not file the old generator's kernels under the new sources' key."""
+    binary = os.stat(generator)
+    identity = f"{FORMAT} {binary.st_size} {binary.st_mtime_ns} {os.path.abspath(root)}"
+    stamp = f"{generator}.sources-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    try:
+        with open(stamp) as f:
+            lines = f.read().splitlines()
+        if lines and lines[0] == identity:
+            return [tuple(line.split("\t")) for line in lines[1:]]
+    except OSError:
+        pass
+    digests = read_digests(root)
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(stamp) or ".", delete=False) as f:
+            f.write("\n".join([identity] + ["\t".join(d) for d in digests]) + "\n")
+        os.replace(f.name, stamp)  # atomic: another command reads a whole stamp or none
+    except OSError as e:  # without a stamp each command reads the sources itself
+        print(f"kernel cache: no source stamp ({e})", file=sys.stderr)
+    return digests
+
+
+def recipe_key(digests, recipe_file, recipe_args):
+    h = hashlib.sha256(FORMAT.encode())
+    for path, digest in digests:
+        h.update(b"\0file\0" + path.encode() + b"\0")
+        h.update(bytes.fromhex(digest))
     with open(recipe_file, "rb") as f:
         h.update(b"\0recipe\0" + f.read())
     h.update(b"\0args\0" + "\0".join(recipe_args).encode())
@@ -86,7 +120,7 @@ def run_cached(root, recipe_file, command):
     if parsed is None or cache is None:
         return subprocess.call(command)
     out, files, recipe_args = parsed
-    key = recipe_key(root, recipe_file, recipe_args)
+    key = recipe_key(source_digests(root, command[0]), recipe_file, recipe_args)
     entry = os.path.join(cache, key[:2], key)
     if all(os.path.isfile(os.path.join(entry, f)) for f in files):
         for f in files:
