@@ -198,14 +198,13 @@ void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &ac
         across_loop = inner;
         order.insert(order.begin(), outer);
     }
-    if (feature_pairs) {
+    if (feature_pairs) {  // a pair innermost, then the tile, then the pairs of d
         order.insert(order.begin(), {rd.x, lane_loop, across_loop, rd.y});
-        update.reorder(order).vectorize(lane_loop, vec).unroll(lane_loop).unroll(across_loop);
-        update.atomic().vectorize(rd.x);
-        return;
+    } else {
+        order.insert(order.begin(), {lane_loop, across_loop, rd.x});
     }
-    order.insert(order.begin(), {lane_loop, across_loop, rd.x});
     update.reorder(order).vectorize(lane_loop, vec).unroll(lane_loop).unroll(across_loop);
+    if (feature_pairs) update.atomic().vectorize(rd.x);
 }
 
 void schedule_feature_pairs(const Scores &s, const LoopLevel &keys_at, int key_tokens, const LoopLevel &queries_at,
