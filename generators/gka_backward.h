@@ -39,7 +39,11 @@ struct PairTerms {
 // What every backward algorithm reads: the inputs, clamped past T, and Dl.
 // Centred form: x and y centred (x - centre, y - centre: GKA is translation
 // invariant, and so are the backward's sums over x_j - x_i and x_j - y_i),
-// so that no product is of the common offset. Direct form: as they are.
+// so that no product is of the common offset. Origin form: the centred
+// form's sums about the origin (x and y as they are), for bfloat16 features
+// with bf16_products alone: the scores and dP then take their dot products
+// from the features' and dy's pairs, exact products (as the forward's origin
+// form, gka_forward.h). Direct form: as they are.
 struct BackwardInputs {
     Vars v;
     Expr head_dim;
@@ -50,16 +54,19 @@ struct BackwardInputs {
     Func centred{"centred"};        // x - centre, clamped past T                (d, h, t, b)
     Func x, y, dy, lse;             // inputs, clamped past T (x and y centred in the centred form)
     Func key_x;                     // the keys' features: x, or a chunk's keys (direct form)
-    Func delta{"delta"};            // Dl_i = dy_i . y_i (centred form only)       (t, h, b)
+    Func delta{"delta"};            // Dl_i = dy_i . y_i (the expansions')         (t, h, b)
+    Func raw_x, raw_dy, dy_pairs;   // origin form: x and dy as they are, dy by pairs of d (feature_pairs)
 };
 
 // `keys`: a chunk's (gka_forward.h; the direct form's alone), or undefined:
 // the queries' own tokens.
 inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y, Func lse, Func dy, Expr head_dim,
-                                   const Mask &mask, ScoreForm form, KernelFunction function) {
+                                   const Mask &mask, ScoreForm form, KernelFunction function, bool bf16_products) {
     const Vars &v = p.v;
     if (keys.defined() && form != ScoreForm::direct) throw std::invalid_argument("gka backward: chunks take scores=direct");
-    if (form == ScoreForm::origin) throw std::invalid_argument("gka backward: scores=origin is the forward's alone");
+    if (form == ScoreForm::origin && !(bf16_products && x.type() == Halide::BFloat(16))) {
+        throw std::invalid_argument("gka backward: scores=origin takes bfloat16 features and bf16_products");
+    }
     p.head_dim = head_dim;
     p.mask = mask;
     p.form = form;
@@ -76,9 +83,17 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y,
         p.key_x = keys.defined() ? clamped_features(keys, head_dim, mask.key_len) : p.x;
         return;
     }
-    p.x = p.key_x = p.centred;
-    p.y = Func("centred_y");
-    p.y(v.d, v.h, v.t, v.b) = y_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
+    if (form == ScoreForm::origin) {
+        p.x = p.key_x = p.centred = x_in;
+        p.y = y_in;
+        p.raw_x = clamped(x, head_dim, mask.seq_len);
+        p.raw_dy = clamped(dy, head_dim, mask.seq_len);
+        p.dy_pairs = feature_pairs(p.raw_dy, head_dim, "dy_pairs");
+    } else {
+        p.x = p.key_x = p.centred;
+        p.y = Func("centred_y");
+        p.y(v.d, v.h, v.t, v.b) = y_in(v.d, v.h, v.t, v.b) - p.centre.mean(v.d, v.h, v.b);
+    }
     RDom rd(0, head_dim, "rd_delta");
     p.delta(v.t, v.h, v.b) += p.dy(rd, v.h, v.t, v.b) * p.y(rd, v.h, v.t, v.b);
 }
@@ -86,21 +101,25 @@ inline void define_backward_inputs(BackwardInputs &p, Func x, Func keys, Func y,
 inline PairTerms pair_terms(const BackwardInputs &p, Func sigma, const char *direction, const Expr &scale) {
     const Vars &v = p.v;
     const std::string prefix = direction;
-    PairTerms t{kernel_scores(p.key_x, p.x, p.centred, sigma, p.head_dim, p.form, v, p.function),
+    PairTerms t{kernel_scores(p.key_x, p.x, p.centred, sigma, p.head_dim, p.form, v, p.function, p.raw_x),
                 Func(prefix + "score"),
                 Func(prefix + "prob"), Func(prefix + "dprob"), Func(prefix + "dscore"), Func(prefix + "dsigma_term")};
     const RDom &rd = t.scores.rd;
     const Expr s = t.scores.score(v.j, v.i, v.h, v.b);  // the direct form's self pair is 0 as computed
-    t.score(v.j, v.i, v.h, v.b) = p.form == ScoreForm::centred ? Halide::select(v.i == v.j, 0.0f, s) : s;
+    t.score(v.j, v.i, v.h, v.b) = p.form != ScoreForm::direct ? Halide::select(v.i == v.j, 0.0f, s) : s;
     t.prob(v.j, v.i, v.h, v.b) = Halide::select(
         p.mask.allowed(v.i, v.j), pair_weight(t.scores, v, t.score(v.j, v.i, v.h, v.b), p.lse(v.i, v.h, v.b)), 0.0f);
-    const Expr key = t.scores.key_features(rd, v.h, v.j, v.b);
     Expr dprob_less_delta;  // dP_ij - Dl_i
-    if (p.form == ScoreForm::direct) {
+    if (t.scores.feature_pairs) {  // dP from the key's and dy's pairs (origin form)
+        t.dprob(v.j, v.i, v.h, v.b) +=
+            bf16_product(t.scores.key_pairs(rd.x, rd.y, v.h, v.j, v.b), p.dy_pairs(rd.x, rd.y, v.h, v.i, v.b));
+        dprob_less_delta = t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b);
+    } else if (p.form == ScoreForm::direct) {
+        const Expr key = t.scores.key_features(rd, v.h, v.j, v.b);
         t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * (key - p.y(rd, v.h, v.i, v.b));
         dprob_less_delta = t.dprob(v.j, v.i, v.h, v.b);
     } else {
-        t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * key;
+        t.dprob(v.j, v.i, v.h, v.b) += p.dy(rd, v.h, v.i, v.b) * t.scores.key_features(rd, v.h, v.j, v.b);
         dprob_less_delta = t.dprob(v.j, v.i, v.h, v.b) - p.delta(v.i, v.h, v.b);
     }
     // strict_float: in this order. (Halide lets LLVM reassociate products,
@@ -149,7 +168,7 @@ inline void define_backward(BackwardPipeline &p, Func x, Func keys, Func sigma, 
                             KernelFunction function = KernelFunction::gaussian) {
     const Vars &v = p.v;
     const bool direct = form == ScoreForm::direct, chunk = keys.defined();
-    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form, function);
+    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form, function, false);
     p.by_query = pair_terms(p, sigma, "query_", 1.0f);
     // The key direction's dS carries the 1/sigma^2 of its path, once per pair
     // term instead of once per term of its sum.

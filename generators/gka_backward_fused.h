@@ -51,6 +51,19 @@ struct FusedBackwardPipeline : BackwardInputs {
     RDom block_queries, block_keys, key_blocks, query_blocks;
     Func block_key_sum{"block_key_sum"};      // (d, in_block, key_block_of, query_block_of, band_of_group, h, b, group)
     Func block_query_sum{"block_query_sum"};  // the same, in_block a query
+    // The origin form (bfloat16 features and products): the block sums go by
+    // pairs of tokens, two tokens' products a bfloat16 dot product
+    // (bf16_product), dS and P rounded to bfloat16 (relative error <= 2^-9 a
+    // term, within the bfloat16 contract) times the bfloat16 x and dy. A key's
+    // two products of a query, dS x and P dy, are terms of one reduction (the
+    // operands' `term`), so that each is a dot product of pairs alone. The
+    // scalar sums of dS take the rounded dS, so that each path is
+    // sum dS' (x_other - x_own): its rounding scales with the features'
+    // differences, not with their distance from the origin.
+    bool token_pairs = false;
+    Func token_operands{"token_operands"};  // x (term 0), dy (term 1) by token pairs  (pair, d, term, h, p, b)
+    Func key_operands{"key_operands"};      // dS (term 0), P (term 1) by query pairs  (pair, j, term, p, h, b)
+    Func dscore_by_key_pairs;               // dS by key pairs: key_pairs_bf16         (pair, i, p, h, b)
     Func key_sum{"key_sum"};        // sum_i dS_it x_i / sigma^2 + P_it dy_i    (d, h, t, b, group)
     Func key_stats{"key_stats"};    // {sum_i dS_it / sigma^2, sum_i dsigma_term_it}  (h, t, b, group)
     Func query_sum{"query_sum"};    // sum_j dS_tj x_j / sigma^2                (d, h, t, b, group)
@@ -79,19 +92,27 @@ inline void define_block_pair_sums(FusedBackwardPipeline &p, const Mask &mask, i
     const Expr first_key = mask.token(tile_band, p.key_block_of * key_block);
     const Expr first_query = mask.query_of_window(tile_band, p.query_block_of * query_block);
     const std::vector<Expr> tile = {v.d, p.in_block, p.key_block_of, p.query_block_of, p.band_of_group, v.h, v.b, g};
-    p.block_queries = RDom(0, query_block, "block_queries");
-    p.block_keys = RDom(0, key_block, "block_keys");
-    {
-        const Expr key = first_key + p.in_block, query = first_query + p.block_queries;
-        const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
-        p.block_key_sum(tile) = 0.0f;
+    p.block_key_sum(tile) = 0.0f;
+    p.block_query_sum(tile) = 0.0f;
+    if (p.token_pairs) {  // the blocks start at even tokens (Mask::even_queries, even blocks and bands)
+        p.block_queries = RDom({{0, 2}, {0, 2}, {0, query_block / 2}}, "block_queries");
+        p.block_keys = RDom({{0, 2}, {0, key_block / 2}}, "block_keys");
+        const RDom &q = p.block_queries, &k = p.block_keys;
+        const Expr key = first_key + p.in_block, query_pair = first_query / 2 + q.z;
+        p.block_key_sum(tile) += bf16_product(p.key_operands(q.x, key, q.y, query_pair, v.h, v.b),
+                                              p.token_operands(q.x, v.d, q.y, v.h, query_pair, v.b));
+        const Expr query = first_query + p.in_block, key_pair = first_key / 2 + k.y;
+        p.block_query_sum(tile) += bf16_product(p.dscore_by_key_pairs(k.x, query, key_pair, v.h, v.b),
+                                                p.token_operands(k.x, v.d, 0, v.h, key_pair, v.b));
+    } else {
+        p.block_queries = RDom(0, query_block, "block_queries");
+        p.block_keys = RDom(0, key_block, "block_keys");
+        Expr key = first_key + p.in_block, query = first_query + p.block_queries;
+        Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
         p.block_key_sum(tile) += p.terms.dscore(key, query, v.h, v.b) * (direct ? query_x - key_x : query_x) +
                                  p.terms.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
-    }
-    {
-        const Expr key = first_key + p.block_keys, query = first_query + p.in_block;
-        const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
-        p.block_query_sum(tile) = 0.0f;
+        key = first_key + p.block_keys, query = first_query + p.in_block;
+        query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
         p.block_query_sum(tile) += p.terms.dscore(key, query, v.h, v.b) * (direct ? key_x - query_x : key_x);
     }
     // The tokens' sums, a pair of blocks at a time, over the pairs' blocks.
@@ -123,17 +144,35 @@ inline void define_block_pair_sums(FusedBackwardPipeline &p, const Mask &mask, i
 // `keys` of its own, whose paths go to dx_keys, and its queries' to dx; its
 // dsigma sums its pairs' terms.
 inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func keys, Func sigma, Func y, Func lse, Func dy,
-                                  Expr head_dim, Expr batch, const Mask &mask, int key_block, int query_block,
+                                  Expr head_dim, Expr batch, const Mask &call_mask, int key_block, int query_block,
                                   Expr groups, bool block_pairs, ScoreForm form, Func dx, Func dx_keys, Func dsigma,
-                                  Func spread, KernelFunction function = KernelFunction::gaussian) {
-    if (mask.band_size % key_block != 0) {
+                                  Func spread, KernelFunction function = KernelFunction::gaussian,
+                                  bool bf16_products = false) {
+    if (call_mask.band_size % key_block != 0) {
         throw std::invalid_argument("gka backward: the band must be a multiple of key_block");
     }
     const Vars &v = p.v;
     const bool chunk = keys.defined();
-    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form, function);
+    // The origin form's sums by pairs of tokens (define_backward_inputs: bfloat16 products alone).
+    p.token_pairs = form == ScoreForm::origin;
+    if (p.token_pairs && (key_block % 2 != 0 || query_block % 2 != 0)) {
+        throw std::invalid_argument("gka backward: bfloat16 products take even key and query blocks");
+    }
+    Mask mask = call_mask;
+    mask.even_queries = p.token_pairs;
+    define_backward_inputs(p, x, keys, y, lse, dy, head_dim, mask, form, function, bf16_products);
     const Expr inv_var = 1.0f / (sigma(v.h) * sigma(v.h));
     p.terms = pair_terms(p, sigma, "", inv_var);
+    if (p.token_pairs) {
+        Var pair("pair"), term("term"), token_pair("p");
+        const Expr token = 2 * token_pair + pair;
+        p.token_operands(pair, v.d, term, v.h, token_pair, v.b) =
+            Halide::select(term == 0, p.raw_x(v.d, v.h, token, v.b), p.raw_dy(v.d, v.h, token, v.b));
+        const Expr dscore = p.terms.dscore(v.j, token, v.h, v.b), prob = p.terms.prob(v.j, token, v.h, v.b);
+        p.key_operands(pair, v.j, term, token_pair, v.h, v.b) =
+            Halide::cast(Halide::BFloat(16), Halide::select(term == 0, dscore, prob));
+        p.dscore_by_key_pairs = key_pairs_bf16(p.terms.dscore, "dscore_by_key_pairs");
+    }
 
     const Expr bands = mask.key_bands();
     const Expr blocks = (mask.query_window_extent() + query_block - 1) / query_block;
@@ -153,15 +192,16 @@ inline void define_backward_fused(FusedBackwardPipeline &p, Func x, Func keys, F
     // Clamped: the queries' sums are per token, computed at root (gka_math.h).
     const Expr query = mask.query_in_window(p.pairs, p.query_in_block, p.query_block, key_band, true);
 
-    const Expr ds = p.terms.dscore(key, query, v.h, v.b);
+    const Expr dscore = p.terms.dscore(key, query, v.h, v.b);
+    const Expr ds = p.token_pairs ? Halide::cast<float>(Halide::cast(Halide::BFloat(16), dscore)) : dscore;
     p.key_stats(v.h, v.t, v.b, g) = {0.0f, 0.0f};
     const Expr dsigma_term = p.terms.dsigma_term(key, query, v.h, v.b);
     p.key_stats(v.h, key, v.b, g) = {p.key_stats(v.h, key, v.b, g)[0] + ds, p.key_stats(v.h, key, v.b, g)[1] + dsigma_term};
     const bool direct = form == ScoreForm::direct;
-    p.block_pairs = block_pairs;
+    p.block_pairs = block_pairs || p.token_pairs;
     p.key_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
     p.query_sum(v.d, v.h, v.t, v.b, g) = 0.0f;
-    if (!block_pairs) {
+    if (!p.block_pairs) {
         const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
         p.key_sum(v.d, v.h, key, v.b, g) +=
             ds * (direct ? query_x - key_x : query_x) + p.terms.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);

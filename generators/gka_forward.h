@@ -38,8 +38,8 @@ struct ForwardPipeline {
     // With bfloat16 products (define_forward's `bf16_products`), the value sum
     // goes by key pairs: keys 2p and 2p + 1 of a pair side by side.
     bool bf16_products = false;
-    Func value_weight{"value_weight"};  // exp(s_ij) rounded to bfloat16  (pair, i, p, h, b)
-    Func value_pairs{"value_pairs"};    // the keys' bfloat16 features   (pair, d, h, p, b)
+    Func value_weight;                  // exp(s_ij) rounded to bfloat16  (pair, i, p, h, b): key_pairs_bf16
+    Func value_pairs;                   // the keys' bfloat16 features   (pair, d, h, p, b): token_pairs
     Func y, lse, spread;                // the outputs
 };
 
@@ -87,15 +87,13 @@ inline void define_forward(ForwardPipeline &p, Func x, Func keys, Func sigma, Ex
             throw std::invalid_argument("gka forward: bfloat16 products take bfloat16 features, no chunk, and an even "
                                         "key block");
         }
-        Var pair("pair");
-        p.value_pairs(pair, v.d, v.h, v.j, v.b) = raw(v.d, v.h, 2 * v.j + pair, v.b);
-        p.value_weight(pair, v.i, v.j, v.h, v.b) = Halide::cast(Halide::BFloat(16), p.weight(2 * v.j + pair, v.i, v.h, v.b));
+        p.value_pairs = token_pairs(raw, "value_pairs");
+        p.value_weight = key_pairs_bf16(p.weight, "value_weight");
         p.keys = mask.pair_window("k", key_block);
         const Expr key_pair = mask.key_pair_in_window(p.keys, v.band);
         key = 2 * key_pair + p.keys.x;
         p.weighted_sum(v.d, v.offset, v.band, v.h, v.b) +=
-            Halide::cast<float>(p.value_weight(p.keys.x, query, key_pair, v.h, v.b)) *
-            Halide::cast<float>(p.value_pairs(p.keys.x, v.d, v.h, key_pair, v.b));
+            bf16_product(p.value_weight(p.keys.x, query, key_pair, v.h, v.b), p.value_pairs(p.keys.x, v.d, v.h, key_pair, v.b));
     } else {
         p.keys = mask.window("k", key_block);
         key = mask.key_in_window(p.keys, v.band);

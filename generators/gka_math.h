@@ -49,6 +49,12 @@ struct Mask {
     int band_size = 1;
     bool chunk = false;   // queries and keys apart (the 7-argument constructor)
 
+    // The queries' windows start at an even query, and take one more query
+    // (before the first, which the mask excludes, where the window starts at an
+    // odd one): the bfloat16 products take queries two at a time
+    // (gka_backward_fused.h).
+    bool even_queries = false;
+
     Mask() = default;
     Mask(Expr left, Expr right, Expr seq_len, int band_size) : Mask(left, right, seq_len, seq_len, 0, seq_len, band_size) {
         chunk = false;
@@ -81,7 +87,9 @@ struct Mask {
     }
     // The keys of a query band's window, the queries of a key band's.
     Expr window_extent() const { return Halide::min(band_size + left_span + right_span, key_len); }
-    Expr query_window_extent() const { return Halide::min(band_size + left_span + right_span, seq_len); }
+    Expr query_window_extent() const {
+        return Halide::min(band_size + left_span + right_span, seq_len) + (even_queries ? 1 : 0);
+    }
     Expr bands() const { return (seq_len + band_size - 1) / band_size; }
     Expr key_bands() const { return (key_len + band_size - 1) / band_size; }
 
@@ -140,19 +148,22 @@ struct Mask {
                                bool clamped = false) const {
         const Expr last = band * band_size + band_size - 1 + left_span;
         const Expr first = in_window(r, block, block_size, first_query(band), chunk ? last - shift : last, seq_len);
-        return clamped ? Halide::min(first, seq_len - 1) : first;
+        return clamped ? pair_start(Halide::min(first, seq_len - 1)) : first;
     }
     // The query `index` tokens into the window of the keys of `band`: the first
     // of a tile of a block that query_in_window visits, clamped as its `clamped`.
     Expr query_of_window(const Expr &band, const Expr &index) const {
-        return Halide::min(first_query(band) + index, seq_len - 1);
+        return pair_start(Halide::min(first_query(band) + index, seq_len - 1));
     }
 
 private:
     Expr first_query(const Expr &band) const {
         const Expr first = band * band_size - right_span;
-        return Halide::max(chunk ? first - shift : first, 0);
+        return pair_start(Halide::max(chunk ? first - shift : first, 0));
     }
+    // The first query of the pair of `query` under even_queries (the clamps above
+    // keep the blocks' starts even, as bounds inference then sees them), else itself.
+    Expr pair_start(const Expr &query) const { return even_queries ? query / 2 * 2 : query; }
     // The first token of the block at r.block; the block is skipped whole past the last token.
     Expr in_window(RDom &r, const Halide::RVar &block, const Expr &block_size, const Expr &first, const Expr &last,
                    const Expr &length) const {
@@ -216,6 +227,39 @@ inline Centre feature_centre(Func x, Expr seq_len, const Vars &v) {
     return c;
 }
 
+// The product of two bfloat16 numbers, exact in float32; two of them reduced
+// into one float lane are a bfloat16 dot product (vdpbf16ps).
+inline Expr bf16_product(const Expr &a, const Expr &b) { return Halide::cast<float>(a) * Halide::cast<float>(b); }
+
+// Features (d, h, t, b) by pairs of tokens (pair, d, h, p, b), tokens 2p and
+// 2p + 1 side by side: the operand of bfloat16 dot products over tokens.
+inline Func token_pairs(Func features, const char *name) {
+    Var pair("pair"), d("d"), h("h"), p("p"), b("b");
+    Func pairs(name);
+    pairs(pair, d, h, p, b) = features(d, h, 2 * p + pair, b);
+    return pairs;
+}
+
+// Pair terms f (j, i, h, b) rounded to bfloat16 by pairs of keys (pair, i, p,
+// h, b) = f(2p + pair, i, h, b): the other operand of token_pairs' dot products.
+inline Func key_pairs_bf16(Func terms, const char *name) {
+    Var pair("pair"), i("i"), p("p"), h("h"), b("b");
+    Func pairs(name);
+    pairs(pair, i, p, h, b) = Halide::cast(Halide::BFloat(16), terms(2 * p + pair, i, h, b));
+    return pairs;
+}
+
+// Features (d, h, t, b) of bfloat16 by pairs of d (pair, dp, h, t, b),
+// d = 2 dp + pair, zero past the head dim (Scores::feature_pairs).
+inline Func feature_pairs(Func features, const Expr &head_dim, const char *name) {
+    Var pair("pair"), dp("dp"), h("h"), t("t"), b("b");
+    const Expr d = 2 * dp + pair;
+    Func pairs(name);
+    pairs(pair, dp, h, t, b) = Halide::select(d < head_dim, features(d, h, t, b),
+                                              Halide::reinterpret(Halide::BFloat(16), Halide::cast<uint16_t>(0)));
+    return pairs;
+}
+
 // The Funcs of the scores s_ij: the Gaussian's -|x_i - x_j|^2 / (2 sigma_h^2),
 // or another kernel's s(|x_i - x_j|^2, sigma_h) (kernel_terms.h), for features
 // x (d, h, t, b) and bandwidths sigma (h).
@@ -233,11 +277,11 @@ struct Scores {
     RDom rd;                          // over the head dimension: d, or (pair, dp) by feature pairs
     // The origin form from bfloat16 features (kernel_scores' `bf16_features`):
     // dot goes by pairs of d, d = 2 dp + pair, each product exact and summed in
-    // float (as bfloat16 dot products do, two features a step). The queries'
-    // pairs are zero past the head dim, so an odd head dim's last pair adds
-    // its one product.
+    // float (as bfloat16 dot products do, two features a step). Pairs are zero
+    // past the head dim, so an odd head dim's last pair adds its one product
+    // (the schedules copy both sides, so the test costs the copies alone).
     bool feature_pairs = false;
-    Func key_pairs{"key_pairs"}, query_pairs{"query_pairs"};  // (pair, dp, h, t, b)
+    Func key_pairs, query_pairs;  // (pair, dp, h, t, b): feature_pairs
 };
 
 // `features`: what the pair reduction reads: centred (centred form) or as they
@@ -282,15 +326,12 @@ inline Scores kernel_scores(Func keys, Func queries, Func centred, Func sigma, E
     }
     if (bf16_features.defined()) {
         if (form != ScoreForm::origin) throw std::invalid_argument("gka: bfloat16 feature pairs take scores=origin");
-        Var pair("pair"), dp("dp");
-        const Expr d = 2 * dp + pair, feature = bf16_features(d, v.h, v.t, v.b);
         s.feature_pairs = true;
-        s.key_pairs(pair, dp, v.h, v.t, v.b) = feature;
-        s.query_pairs(pair, dp, v.h, v.t, v.b) =
-            Halide::select(d < head_dim, feature, Halide::reinterpret(Halide::BFloat(16), Halide::cast<uint16_t>(0)));
+        s.key_pairs = feature_pairs(bf16_features, head_dim, "key_pairs");
+        s.query_pairs = feature_pairs(bf16_features, head_dim, "query_pairs");
         s.rd = RDom({{0, 2}, {0, (head_dim + 1) / 2}}, "rd");
-        s.dot(v.j, v.i, v.h, v.b) += Halide::cast<float>(s.key_pairs(s.rd.x, s.rd.y, v.h, v.j, v.b)) *
-                                     Halide::cast<float>(s.query_pairs(s.rd.x, s.rd.y, v.h, v.i, v.b));
+        s.dot(v.j, v.i, v.h, v.b) +=
+            bf16_product(s.key_pairs(s.rd.x, s.rd.y, v.h, v.j, v.b), s.query_pairs(s.rd.x, s.rd.y, v.h, v.i, v.b));
     } else {
         s.dot(v.j, v.i, v.h, v.b) += s.key_features(rd, v.h, v.j, v.b) * s.query_features(rd, v.h, v.i, v.b);
     }

@@ -102,6 +102,10 @@ public:
     GeneratorParam<gka::KernelFunction> function{"kernel_function", gka::KernelFunction::gaussian, kernel_functions};
     GeneratorParam<Type> element{"element", Float(32)};
     GeneratorParam<bool> chunk{"chunk", false};
+    // bfloat16 features: products in bfloat16 where exact or within the
+    // contract (gka_forward.h, gka_backward.h); the build sets it where
+    // cmake/families.tsv's row says the target has bfloat16 dot products.
+    GeneratorParam<bool> bf16_products{"bf16_products", false};
 
 protected:
     // (d, h, t, b) in the element type
@@ -129,11 +133,6 @@ protected:
 
 class GkaForward : public GkaGenerator<GkaForward> {
 public:
-    // bfloat16 features: y's sum multiplies in bfloat16 (gka_forward.h); the
-    // build sets it where cmake/families.tsv's row says the target has
-    // bfloat16 dot products.
-    GeneratorParam<bool> bf16_products{"bf16_products", false};
-
     Input<Buffer<>> *x;                 // (d, h, t, b)
     Input<Buffer<>> *keys = nullptr;    // a chunk's (d, h, t, b)
     Input<Buffer<float, 1>> *sigma;     // (h)
@@ -234,7 +233,7 @@ public:
                                        batch, mask, schedule.key_block(), schedule.query_block(),
                                        schedule.groups(heads * batch, mask.key_bands()),
                                        schedule.block_pairs(head_dim), form, *dx,
-                                       chunk ? Func(*dx_keys) : Func(), *dsigma, *spread, function);
+                                       chunk ? Func(*dx_keys) : Func(), *dsigma, *spread, function, bf16_products);
         }
         if (using_autoscheduler()) {
             for (auto *buf : {x, y, dy}) estimate_features(*buf, estimated_head_dim());

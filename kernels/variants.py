@@ -72,7 +72,7 @@ def make(family, kind, bf16_products, pass_, head_dim, element, function, scores
     if element == "bfloat16":
         name += "_bf16"
         params.append("element=bfloat16")
-        if pass_ == "forward" and bf16_products:
+        if pass_ in ("forward", "backward") and bf16_products:
             params.append("bf16_products=true")
     if scores != "centred":
         name += "_" + scores
@@ -105,9 +105,11 @@ def variants(families, functions, tuned):
                         add(pass_, head_dim, element, "gaussian", "direct")
                         continue
                     # The Gaussian's expansions, with the tuned table's shape classes;
-                    # the forward's origin form runs first on features near the origin.
+                    # the origin form runs first on features near the origin: the
+                    # forward's, and the backward's of bfloat16 products (its dot
+                    # products exact: generators/gka_backward.h).
                     add(pass_, head_dim, element, "gaussian", "centred", classes=True)
-                    if pass_ == "forward":
+                    if pass_ == "forward" or (products and element == "bfloat16"):
                         add(pass_, head_dim, element, "gaussian", "origin", classes=True)
             if kind == "cpu":  # the direct form, the fallback that serves every input: one for any D
                 for element in ELEMENTS:

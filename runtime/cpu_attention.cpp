@@ -80,7 +80,8 @@ bool origin_may_serve(const T *x, const gka_shape &s, const float *sigma) {
 
 // Runs the score forms a call tries, in turn, of those the build compiled
 // (kernels/variants.py: the expansions for the Gaussian alone, whose origin
-// form the forward's alone; the direct form, which serves every input): the
+// form the forward's and, with bfloat16 products, the backward's; the direct
+// form, which serves every input): the
 // origin's expansion where `origin`, the centred one where `centred`, then the
 // direct form, each until one serves the inputs. `pick` gives a form's variant
 // (null: not compiled), `run` runs one, writing the spread; `not_built` is the
@@ -178,12 +179,18 @@ gka_status backward(const gka_call &c, const CpuFamily &f) {
     const gka::KernelFunction function = gka::internal::kernel_function(c);
     Buffer<float, 2> spread(int(shape.heads), int(shape.batch));
     gka::DenormalsFlushed flushed;
+    auto pick = [&](gka::ScoreForm form) {
+        return gka::backward_variant(f.name, function, shape.head_dim, kind, shape.seq_len, form,
+                                     ElementOf<T>::element);
+    };
+    // The expansions where a row has other keys (self_only: the direct form's exact
+    // results); the origin's (bfloat16 products alone: kernels/variants.py) as the forward's.
+    const bool expansions = c.scores != GKA_SCORES_DIRECT && !self_only(w, shape);
+    const bool origin = expansions && pick(gka::ScoreForm::origin) != nullptr &&
+                        (c.scores == GKA_SCORES_ORIGIN ||
+                         (c.scores == GKA_SCORES_AUTO && origin_may_serve(static_cast<const T *>(c.x), shape, c.sigma)));
     return run_serving_form(
-        false, c.scores != GKA_SCORES_DIRECT && !self_only(w, shape),
-        [&](gka::ScoreForm form) {
-            return gka::backward_variant(f.name, function, shape.head_dim, kind, shape.seq_len, form,
-                                         ElementOf<T>::element);
-        },
+        origin, expansions, pick,
         [&](const auto *k) {
             for (const HeadSlice h : head_slices(shape, k->knobs)) {
                 auto features_of = [&](const auto &b) { return heads_of(b, 1, h); };

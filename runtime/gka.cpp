@@ -278,8 +278,8 @@ const char *gka_kernel_variant(const char *family, const char *pass, gka_shape s
     }
     // The passes of the direct form alone, and a CUDA family's variants (a CPU
     // family's name finds none), which are the direct form's whatever the
-    // suffix says; the origin form is the forward's alone.
-    if (origin && p != "forward") {
+    // suffix says; an origin suffix names a CPU forward's or backward's alone.
+    if (origin && p != "forward" && p != "backward") {
         return nullptr;
     } else if (p == "forward") {
         pick(gka::cuda_forward_variant(family, function, shape.head_dim, kind, shape.seq_len, element));

@@ -16,6 +16,11 @@
 //   (d_block x query_tile accumulators across the key block); and to its
 //   keys' scalar sums of dS and dS*s, a key a lane: updates fused
 //   (compute_with), all reading the one tile.
+// The origin form of bfloat16 products (FusedBackwardPipeline::token_pairs)
+// does every GEMM in bfloat16 dot products: the score and dP tiles by pairs of
+// d (a vector of keys' pairs against a query's pair of x or dy, broadcast),
+// the block sums by pairs of tokens (a pair of dS or P rounded, broadcast,
+// against a vector of d of two tokens' x or dy), by pairs of blocks.
 // A group's sums are written by one task in a fixed order: deterministic, no
 // atomics. With one task per (head, batch) alone, B*H would bound the tasks
 // (B=1, H=1 would run on one thread); where B*H is below min_tasks, the key
@@ -128,10 +133,14 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     const Vars &v = p.v;
 
     schedule_centre(p.centre, v, vec);
-    if (p.form == ScoreForm::centred) schedule_token_dot(p.delta, v, p.head_dim, vec);
-    head_major(p.x, vec);
-    if (p.dx_keys.defined()) head_major(p.key_x, vec);  // a chunk's keys
-    head_major(p.dy, vec);
+    if (p.form != ScoreForm::direct) schedule_token_dot(p.delta, v, p.head_dim, vec);
+    // The GEMMs read x and dy in place, from head-major copies; the origin
+    // form's read copies of their pairs, and its scalar sums x and dy in place.
+    if (!p.token_pairs) {
+        head_major(p.x, vec);
+        if (p.dx_keys.defined()) head_major(p.key_x, vec);  // a chunk's keys
+        head_major(p.dy, vec);
+    }
     schedule_token_dot(p.terms.scores.sqnorm, v, p.head_dim, vec);
 
     schedule_head_sum(p.key_sum, v, vec);
@@ -171,7 +180,19 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
         // stages cannot prove it (it left a loop of run-time extent around it).
         const std::vector<Var> a = pair_sums.args();
         for (size_t n = 2; n < a.size(); n++) pair_sums.bound_extent(a[n], 1);
-        schedule_micro_tile(pair_sums, LoopLevel(sums, d_blocks), {a[0], a[1], RVar(other_block)}, d_block, tile, vec);
+        // By token pairs (p.token_pairs: other_block is (pair, [term,] pair in
+        // block)), a pair's two products in adjacent lanes, reduced into one
+        // lane of d: the bfloat16 dot product (vdpbf16ps) of a vector of d,
+        // the terms unrolled into the same accumulators.
+        const int dims = other_block.dimensions();
+        const bool by_pairs = dims > 1;
+        std::vector<VarOrRVar> order = {a[0], a[1]};
+        for (int n = by_pairs ? 1 : 0; n < dims; n++) order.push_back(other_block[n]);
+        if (by_pairs) order.insert(order.begin(), other_block[0]);
+        Stage products = schedule_micro_tile(pair_sums, LoopLevel(sums, d_blocks), order, d_block, tile, vec);
+        if (!by_pairs) return;
+        products.atomic().vectorize(other_block[0]);
+        for (int n = 1; n + 1 < dims; n++) products.unroll(other_block[n]);
     };
     feature_sum(p.key_sum, p.key_blocks, p.key_in_block, p.block_key_sum, p.block_queries, p.query_in_block, kt,
                 "key", Var("dd"));
@@ -187,7 +208,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     // matches them so).
     std::vector<Stage> fused = {query_sum, key_sum, key_stats};
     if (p.block_pairs) std::rotate(fused.begin(), fused.begin() + 2, fused.end());
-    if (p.form == ScoreForm::centred) {
+    if (p.form != ScoreForm::direct) {
         // Queries' scalar sums: a query's keys of the block are a vector of the
         // tile, added lane by lane into partial sums (rfactor), whose lanes are
         // summed once at the end: a vector add per query and block.
@@ -208,23 +229,48 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
     for (size_t k = 1; k < fused.size(); k++) fused[k].compute_with(fused[0], p.key_block);
 
     // The band's keys transposed once for the GEMMs; the queries' x and dy are
-    // read in place (broadcast).
+    // read in place (broadcast). By pairs of d (the origin form's bfloat16
+    // products), the keys' pairs likewise, the queries' and dy's from copies
+    // of their pairs as they lie.
     const Func lead = p.block_pairs ? p.key_stats : p.query_sum;
     const LoopLevel band_at(lead, p.band_in_group), tile_at(lead, p.key_block);
     PairTerms &t = p.terms;
-    transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k.band, vec);
+    const bool pairs = t.scores.feature_pairs;
+    if (pairs) {
+        transposed_pairs(t.scores.key_pairs, band_at, k.band, vec);
+        for (Func f : {t.scores.query_pairs, p.dy_pairs}) pairs_as_they_lie(f, LoopLevel::root(), 0, vec);
+        // The block sums' operands by token pairs: x and dy whole, a pair's
+        // terms of d side by side (one load each); dS and P a tile beside
+        // their own, a pair's terms one 32-bit word (broadcast).
+        head_major_token_pairs(p.token_operands, vec);
+        const std::vector<Var> a = p.key_operands.args();  // (pair, j, term, p, h, b)
+        p.key_operands.compute_at(tile_at)
+            .bound_extent(a[1], kb)
+            .bound_extent(a[2], 2)
+            .bound_extent(a[3], qb / 2)
+            .reorder(a[0], a[1], a[2], a[3])
+            .vectorize(a[0])
+            .vectorize(a[1], vec)
+            .unroll(a[2])
+            .bound_storage(a[4], 1)
+            .bound_storage(a[5], 1);
+        const std::vector<Var> by_keys = p.dscore_by_key_pairs.args();  // (pair, i, p, h, b)
+        schedule_bf16_pairs({p.dscore_by_key_pairs, by_keys[2], kb / 2, by_keys[1], qb}, tile_at, vec);
+    } else {
+        transposed_block_copy(t.scores.key_features, {t.scores.dot, t.dprob}, band_at, k.band, vec);
+    }
     // Per key block: the pair terms, vectorized over keys j, unrolled over queries
     // i. The sums read tiles alone: a GEMM tile that one of them also read (the
     // dsigma term's score and dP, inlined) would have its bounds widened across
     // the fused sums, a dynamic offset whose accumulators live in memory.
     for (Func f : {t.dscore, t.prob, t.dsigma_term}) schedule_pair_tile(f, v.j, v.i, tile_at, kb, qb, vec);
-    schedule_score_tile(t.scores.dot, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb);
-    schedule_score_tile(t.dprob, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb);
+    schedule_score_tile(t.scores.dot, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb, pairs);
+    schedule_score_tile(t.dprob, t.scores.rd, v.j, v.i, tile_at, kb, qb, vec, qb, pairs);
 
     p.dsigma_sum.compute_root();
     schedule_token_output(p.dx, v, vec);
     // The groups' totals, 16 tokens of a head at a time (one group: a copy).
-    if (p.form == ScoreForm::centred) p.dscore_sum.compute_at(p.dx, v.h);
+    if (p.form != ScoreForm::direct) p.dscore_sum.compute_at(p.dx, v.h);
     std::vector<std::pair<Func, Func>> totals = {{p.dx, p.pair_sum}};
     if (p.dx_keys.defined()) {  // a chunk's keys' own
         schedule_token_output(p.dx_keys, v, vec);

@@ -101,30 +101,6 @@ CpuForwardKnobs cpu_forward_knobs(Family family) {
     return k;
 }
 
-// bfloat16 products: the keys' features stored head-major by key pairs, a
-// pair's two rows interleaved (a vector of d of a pair is one load); each pair
-// tile's weights rounded and interleaved likewise, beside the tile.
-void schedule_value_pairs(ForwardPipeline &p, const LoopLevel &tile, int score_tile, int key_tile, int vec) {
-    const std::vector<Var> a = p.value_pairs.args();  // (pair, d, h, p, b)
-    Var hb("hb");
-    p.value_pairs.compute_root()
-        .reorder_storage(a[0], a[1], a[3], a[2], a[4])
-        .reorder(a[0], a[1], a[3], a[2], a[4])
-        .vectorize(a[0])
-        .vectorize(a[1], vec, TailStrategy::GuardWithIf)
-        .fuse(a[2], a[4], hb)
-        .parallel(hb);
-    const std::vector<Var> w = p.value_weight.args();  // (pair, i, p, h, b)
-    p.value_weight.compute_at(tile)
-        .bound_extent(w[1], score_tile)
-        .bound_extent(w[2], key_tile / 2)
-        .reorder(w[0], w[1], w[2])
-        .vectorize(w[0])
-        .vectorize(w[1], vec)
-        .bound_storage(w[3], 1)
-        .bound_storage(w[4], 1);
-}
-
 void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     const int vec = k.vector, st = k.score_tile, qt = k.query_tile, kt = k.key_tile;
     const int kc = k.key_chunk > 0 ? k.key_chunk : kt;  // 0: the whole key tile at once
@@ -165,13 +141,18 @@ void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k) {
     // form's scores go by feature pairs, keys copied a block at a time as they
     // lie (the values' copy is by key pairs), queries a band at a time by pairs.
     if (p.bf16_products) {
-        schedule_value_pairs(p, sum.tile_level(), st, kt, vec);
+        // The keys' features by key pairs, whole; each pair tile's weights
+        // rounded and interleaved likewise, beside the tile.
+        head_major_token_pairs(p.value_pairs, vec);
+        const std::vector<Var> w = p.value_weight.args();  // (pair, i, p, h, b)
+        schedule_bf16_pairs({p.value_weight, w[1], st, w[2], kt / 2}, sum.tile_level(), vec);
     } else {
         head_major(p.values, vec);
     }
     const LoopLevel block_level(p.weighted_sum, sum.block);
     if (p.scores.feature_pairs) {
-        schedule_feature_pairs(p.scores, block_level, kt, band_level, k.band, vec);
+        pairs_as_they_lie(p.scores.key_pairs, block_level, kt, vec);
+        transposed_pairs(p.scores.query_pairs, band_level, k.band, vec);
     } else {
         if (p.form == ScoreForm::centred) head_major_block(p.scores.key_features, block_level, kt, vec);
         transposed_block_copy(p.scores.query_features, {p.scores.dot}, band_level, k.band, vec);

@@ -207,20 +207,11 @@ void schedule_score_tile(Func f, const RDom &rd, const Var &lanes, const Var &ac
     if (feature_pairs) update.atomic().vectorize(rd.x);
 }
 
-void schedule_feature_pairs(const Scores &s, const LoopLevel &keys_at, int key_tokens, const LoopLevel &queries_at,
-                            int query_tokens, int vec) {
-    std::vector<Var> a = s.key_pairs.args();  // (pair, dp, h, t, b)
-    Func keys = s.key_pairs;
-    keys.compute_at(keys_at)
-        .reorder_storage(a[0], a[1], a[3], a[2], a[4])
-        .reorder(a[0], a[1], a[3], a[2], a[4])
-        .bound_storage(a[3], key_tokens)
-        .vectorize(a[0])
-        .vectorize(a[1], vec, TailStrategy::GuardWithIf);
+void transposed_pairs(Func f, const LoopLevel &at, int tokens, int vec) {
+    const std::vector<Var> a = f.args();  // (pair, dp, h, t, b)
     // Square tiles of tokens and pairs, as transposed_block_copy's.
-    Func queries = s.query_pairs;
     Var ti("ti"), di("di");
-    queries.compute_at(queries_at)
+    f.compute_at(at)
         .reorder_storage(a[0], a[3], a[1], a[2], a[4])
         .split(a[3], a[3], ti, vec, TailStrategy::RoundUp)
         .split(a[1], a[1], di, vec, TailStrategy::GuardWithIf)
@@ -228,7 +219,51 @@ void schedule_feature_pairs(const Scores &s, const LoopLevel &keys_at, int key_t
         .vectorize(a[0])
         .vectorize(ti)
         .unroll(di)
-        .bound_storage(a[3], (query_tokens + vec - 1) / vec * vec);
+        .bound_storage(a[3], (tokens + vec - 1) / vec * vec);
+}
+
+void pairs_as_they_lie(Func f, const LoopLevel &at, int tokens, int vec) {
+    const std::vector<Var> a = f.args();  // (pair, dp, h, t, b)
+    f.compute_at(at)
+        .reorder_storage(a[0], a[1], a[3], a[2], a[4])
+        .reorder(a[0], a[1], a[3], a[2], a[4])
+        .vectorize(a[0])
+        .vectorize(a[1], vec, TailStrategy::GuardWithIf);
+    if (tokens > 0) {
+        f.bound_storage(a[3], tokens);
+    } else {
+        Var hb("hb");
+        f.fuse(a[2], a[4], hb).parallel(hb);
+    }
+}
+
+void head_major_token_pairs(Func f, int vec) {
+    const std::vector<Var> a = f.args();  // (pair, d, [term,] h, p, b)
+    const size_t n = a.size();
+    std::vector<Var> order(a.begin(), a.end() - 3);
+    order.insert(order.end(), {a[n - 2], a[n - 3], a[n - 1]});
+    Var hb("hb");
+    f.compute_root()
+        .reorder_storage(order)
+        .reorder(std::vector<VarOrRVar>(order.begin(), order.end()))
+        .vectorize(a[0])
+        .vectorize(a[1], vec, TailStrategy::GuardWithIf)
+        .fuse(a[n - 3], a[n - 1], hb)
+        .parallel(hb);
+    if (n == 6) f.unroll(a[2]);
+}
+
+void schedule_bf16_pairs(BF16Pairs t, const LoopLevel &at, int vec) {
+    const std::vector<Var> a = t.f.args();  // (pair, ..., h, b)
+    t.f.compute_at(at)
+        .bound_extent(t.lanes, t.lane_extent)
+        .bound_extent(t.across, t.across_extent)
+        .reorder_storage(a[0], t.lanes, t.across)
+        .reorder(a[0], t.lanes, t.across)
+        .vectorize(a[0])
+        .vectorize(t.lanes, std::min(vec, t.lane_extent))
+        .bound_storage(a[3], 1)
+        .bound_storage(a[4], 1);
 }
 
 void schedule_token_output(Func out, const Vars &v, int vec) {

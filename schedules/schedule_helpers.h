@@ -89,13 +89,33 @@ void schedule_score_tile(Halide::Func f, const Halide::RDom &rd, const Halide::V
                          const Halide::Var &across, const Halide::LoopLevel &at, int lane_extent,
                          int across_extent, int vec, int across_chunk, bool feature_pairs = false);
 
-// The copies of Scores::feature_pairs: a block of `key_tokens` keys at
-// `keys_at`, as the features lie (a pair one 32-bit word, broadcast as the
-// GEMM's `across`), and the `query_tokens` queries of `queries_at` stored by
-// pairs of d, a pair's queries innermost (a vector of queries' pairs is one
-// load of the GEMM's `lanes`).
-void schedule_feature_pairs(const Scores &s, const Halide::LoopLevel &keys_at, int key_tokens,
-                            const Halide::LoopLevel &queries_at, int query_tokens, int vec);
+// Copies of features by pairs of d (pair, dp, h, t, b: gka_math.h,
+// feature_pairs) for the GEMMs of Scores::feature_pairs: the `tokens` tokens
+// read in one iteration of `at` stored a pair's tokens innermost (a vector of
+// tokens' pairs is one load of a GEMM's `lanes`); or as the features lie, a
+// pair one 32-bit word (broadcast as a GEMM's `across`), a block of `tokens`
+// at `at`, or (LoopLevel::root(), tokens 0) every token, heads in parallel.
+void transposed_pairs(Halide::Func f, const Halide::LoopLevel &at, int tokens, int vec);
+void pairs_as_they_lie(Halide::Func f, const Halide::LoopLevel &at, int tokens, int vec);
+
+// A whole copy of tokens by pairs (pair, d, h, p, b: gka_math.h's
+// token_pairs; or (pair, d, term, h, p, b), terms of several features),
+// head-major as head_major's, a pair's two tokens interleaved: a vector of d
+// of a pair (and term) is one load of a bfloat16 dot product.
+void head_major_token_pairs(Halide::Func f, int vec);
+
+// A tile of pair terms rounded to bfloat16 by token pairs (pair, ..., h, b:
+// gka_math.h's key_pairs_bf16) of `lane_extent` x
+// `across_extent`, one head: stored a pair innermost, then the lanes
+// (vectorized), then across: a pair is one 32-bit word to broadcast.
+struct BF16Pairs {
+    Halide::Func f;
+    Halide::Var lanes;
+    int lane_extent;
+    Halide::Var across;
+    int across_extent;
+};
+void schedule_bf16_pairs(BF16Pairs tile, const Halide::LoopLevel &at, int vec);
 
 // A tile of pair terms f (j, i, h, b), computed at `at` (beside the GEMM tiles
 // it reads) and stored as they are: `lanes` (lane_extent of them) innermost and

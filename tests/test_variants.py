@@ -37,19 +37,22 @@ class Variants(unittest.TestCase):
         self.assertEqual(status, 0, why)
         names = [r["name"] for r in rows]
         self.assertEqual(len(names), len(set(names)))
-        self.assertEqual(len(rows), 568)  # x86-64's families: the count docs/design.md quotes
+        self.assertEqual(len(rows), 575)  # x86-64's families: the count docs/design.md quotes
         by = collections.Counter((r["device"], r["function"]) for r in rows)
         self.assertEqual(by[("cuda", "laplace")], by[("cuda", "cauchy")])
-        # The expansions are the Gaussian's on the CPU alone; the origin form the forward's.
+        # The expansions are the Gaussian's on the CPU alone; the origin form the
+        # forward's, and the bfloat16 backward's of a family with bfloat16 products.
         for r in rows:
             if r["scores"] != "direct":
                 self.assertEqual((r["device"], r["function"]), ("cpu", "gaussian"), r["name"])
-            if r["scores"] == "origin":
-                self.assertEqual(r["pass"], "forward", r["name"])
-        # A family whose bfloat16 forward multiplies in bfloat16 (families.tsv) says so to its generator.
-        zen4 = {r["name"]: r["params"] for r in rows}
-        self.assertIn("bf16_products=true", zen4["gka_forward_zen4_d64_bf16"])
-        self.assertNotIn("bf16_products=true", zen4["gka_forward_avx512_d64_bf16"])
+            if r["scores"] == "origin" and r["pass"] != "forward":
+                self.assertEqual((r["pass"], r["element"], r["family"]), ("backward", "bfloat16", "zen4"), r["name"])
+        # A family whose bfloat16 kernels multiply in bfloat16 (families.tsv) says so to its generator.
+        params = {r["name"]: r["params"] for r in rows}
+        for name in ("gka_forward_zen4_d64_bf16", "gka_backward_zen4_d64_bf16_origin"):
+            self.assertIn("bf16_products=true", params[name])
+        self.assertNotIn("bf16_products=true", params["gka_forward_avx512_d64_bf16"])
+        self.assertNotIn("gka_backward_avx512_d64_bf16_origin", params)
 
     def test_a_head_dim_keeps_the_direct_form_of_any_head_dim(self):
         status, rows, why = table("zen4", "pass=forward,backward head_dim=64 element=float32 function=gaussian")

@@ -296,7 +296,8 @@ GKA_API const char *gka_cpu_families(void); /* those compiled in, best first, co
 /* How the CPU kernels form |x_i - x_j|^2: three score forms, each with one
  * name here, in the kernels' names and in the docs (docs/accuracy.md).
  * "origin" and "centred" are the expansion |c_i|^2 + |c_j|^2 - 2 c_i.c_j, a
- * GEMM, over c = x ("origin", the forward's alone: it saves the centring) or
+ * GEMM, over c = x ("origin": it saves the centring; the forward's, and the
+ * bfloat16 backward's of a family with bfloat16 products, zen4) or
  * c = x minus the features' centre per (batch, head) ("centred": it takes out
  * a common offset); "direct" is the differences sum_d (x_id - x_jd)^2, which
  * meet the accuracy contract on every input at about twice the pair work.
@@ -308,8 +309,8 @@ GKA_API const char *gka_cpu_families(void); /* those compiled in, best first, co
  * form its call tries; this process-wide setting names it for the older calls:
  * "auto" (the default): "origin" where sampled tokens are within the bound of
  *   the origin, else "centred";
- * "origin": the origin's, then the centred, then direct (the backward, which
- *   has no origin form, starts at the centred);
+ * "origin": the origin's, then the centred, then direct (a backward with no
+ *   origin form starts at the centred);
  * "centred": the centred, then direct;
  * "direct": always the direct form.
  * "expansion" is accepted as an alias of "centred" (its former name);
