@@ -107,12 +107,14 @@ inline void define_block_pair_sums(FusedBackwardPipeline &p, const Mask &mask, i
     } else {
         p.block_queries = RDom(0, query_block, "block_queries");
         p.block_keys = RDom(0, key_block, "block_keys");
-        Expr key = first_key + p.in_block, query = first_query + p.block_queries;
-        Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
-        p.block_key_sum(tile) += p.terms.dscore(key, query, v.h, v.b) * (direct ? query_x - key_x : query_x) +
-                                 p.terms.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
-        key = first_key + p.block_keys, query = first_query + p.in_block;
-        query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
+        {
+            const Expr key = first_key + p.in_block, query = first_query + p.block_queries;
+            const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
+            p.block_key_sum(tile) += p.terms.dscore(key, query, v.h, v.b) * (direct ? query_x - key_x : query_x) +
+                                     p.terms.prob(key, query, v.h, v.b) * p.dy(v.d, v.h, query, v.b);
+        }
+        const Expr key = first_key + p.block_keys, query = first_query + p.in_block;
+        const Expr query_x = p.x(v.d, v.h, query, v.b), key_x = p.key_x(v.d, v.h, key, v.b);
         p.block_query_sum(tile) += p.terms.dscore(key, query, v.h, v.b) * (direct ? key_x - query_x : key_x);
     }
     // The tokens' sums, a pair of blocks at a time, over the pairs' blocks.

@@ -81,21 +81,26 @@ bool origin_may_serve(const T *x, const gka_shape &s, const float *sigma) {
 // Runs the score forms a call tries, in turn, of those the build compiled
 // (kernels/variants.py: the expansions for the Gaussian alone, whose origin
 // form the forward's and, with bfloat16 products, the backward's; the direct
-// form, which serves every input): the
-// origin's expansion where `origin`, the centred one where `centred`, then the
+// form, which serves every input): where `expansions`, the origin's expansion
+// as the call's policy asks (under "auto" where origin_may_serve: its samples
+// of x are read only where the variant exists) and the centred one, then the
 // direct form, each until one serves the inputs. `pick` gives a form's variant
 // (null: not compiled), `run` runs one, writing the spread; `not_built` is the
 // error of a call that no compiled form serves.
-template <class Pick, class Run, class NotBuilt>
-gka_status run_serving_form(bool origin, bool centred, Pick pick, Run run, const Buffer<float, 2> &spread,
-                            const float *sigma, NotBuilt not_built) {
+template <class T, class Pick, class Run, class NotBuilt>
+gka_status run_serving_form(const gka_call &c, bool expansions, Pick pick, Run run, const Buffer<float, 2> &spread,
+                            NotBuilt not_built) {
+    const T *x = static_cast<const T *>(c.x);
+    const bool origin = expansions && pick(gka::ScoreForm::origin) != nullptr &&
+                        (c.scores == GKA_SCORES_ORIGIN ||
+                         (c.scores == GKA_SCORES_AUTO && origin_may_serve(x, c.shape, c.sigma)));
     const std::pair<gka::ScoreForm, bool> forms[] = {
-        {gka::ScoreForm::origin, origin}, {gka::ScoreForm::centred, centred}, {gka::ScoreForm::direct, true}};
+        {gka::ScoreForm::origin, origin}, {gka::ScoreForm::centred, expansions}, {gka::ScoreForm::direct, true}};
     for (const auto &[form, wanted] : forms) {
         const auto *k = wanted ? pick(form) : nullptr;
         if (k == nullptr) continue;
         const int code = run(k);
-        if (code != 0 || form == gka::ScoreForm::direct || expansion_serves(spread, sigma)) {
+        if (code != 0 || form == gka::ScoreForm::direct || expansion_serves(spread, c.sigma)) {
             return gka::internal::ran(k, code, GKA_ERR_INTERNAL);
         }
     }
@@ -118,13 +123,9 @@ gka_status forward(const gka_call &c, const CpuFamily &f) {
         return gka::forward_variant(f.name, function, shape.head_dim, kind, shape.seq_len, form,
                                     ElementOf<T>::element);
     };
-    // The origin's samples are read only where its variant exists (the Gaussian's).
-    const bool origin = pick(gka::ScoreForm::origin) != nullptr &&
-                        (c.scores == GKA_SCORES_ORIGIN ||
-                         (c.scores == GKA_SCORES_AUTO && origin_may_serve(x, shape, c.sigma)));
-    return run_serving_form(
-        origin, c.scores != GKA_SCORES_DIRECT, pick,
-        [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread, c.sigma,
+    return run_serving_form<T>(
+        c, c.scores != GKA_SCORES_DIRECT, pick,
+        [&](const auto *k) { return k->run(xb, sb, w.left, w.right, yb, lb, spread); }, spread,
         [&] { return gka::not_built("forward", f.name, function, shape.head_dim, ElementOf<T>::element); });
 }
 
@@ -183,14 +184,9 @@ gka_status backward(const gka_call &c, const CpuFamily &f) {
         return gka::backward_variant(f.name, function, shape.head_dim, kind, shape.seq_len, form,
                                      ElementOf<T>::element);
     };
-    // The expansions where a row has other keys (self_only: the direct form's exact
-    // results); the origin's (bfloat16 products alone: kernels/variants.py) as the forward's.
-    const bool expansions = c.scores != GKA_SCORES_DIRECT && !self_only(w, shape);
-    const bool origin = expansions && pick(gka::ScoreForm::origin) != nullptr &&
-                        (c.scores == GKA_SCORES_ORIGIN ||
-                         (c.scores == GKA_SCORES_AUTO && origin_may_serve(static_cast<const T *>(c.x), shape, c.sigma)));
-    return run_serving_form(
-        origin, expansions, pick,
+    // The expansions where a row has other keys (self_only: the direct form's exact results).
+    return run_serving_form<T>(
+        c, c.scores != GKA_SCORES_DIRECT && !self_only(w, shape), pick,
         [&](const auto *k) {
             for (const HeadSlice h : head_slices(shape, k->knobs)) {
                 auto features_of = [&](const auto &b) { return heads_of(b, 1, h); };
@@ -203,7 +199,6 @@ gka_status backward(const gka_call &c, const CpuFamily &f) {
             return 0;
         },
         spread,
-        c.sigma,
         [&] { return gka::not_built("backward", f.name, function, shape.head_dim, ElementOf<T>::element); });
 }
 

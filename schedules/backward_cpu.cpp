@@ -244,16 +244,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k) 
         // their own, a pair's terms one 32-bit word (broadcast).
         head_major_token_pairs(p.token_operands, vec);
         const std::vector<Var> a = p.key_operands.args();  // (pair, j, term, p, h, b)
-        p.key_operands.compute_at(tile_at)
-            .bound_extent(a[1], kb)
-            .bound_extent(a[2], 2)
-            .bound_extent(a[3], qb / 2)
-            .reorder(a[0], a[1], a[2], a[3])
-            .vectorize(a[0])
-            .vectorize(a[1], vec)
-            .unroll(a[2])
-            .bound_storage(a[4], 1)
-            .bound_storage(a[5], 1);
+        schedule_bf16_pairs({p.key_operands, a[1], kb, a[3], qb / 2, a[2]}, tile_at, vec);
         const std::vector<Var> by_keys = p.dscore_by_key_pairs.args();  // (pair, i, p, h, b)
         schedule_bf16_pairs({p.dscore_by_key_pairs, by_keys[2], kb / 2, by_keys[1], qb}, tile_at, vec);
     } else {

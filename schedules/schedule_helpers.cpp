@@ -250,20 +250,23 @@ void head_major_token_pairs(Func f, int vec) {
         .vectorize(a[1], vec, TailStrategy::GuardWithIf)
         .fuse(a[n - 3], a[n - 1], hb)
         .parallel(hb);
-    if (n == 6) f.unroll(a[2]);
+    for (size_t k = 2; k + 3 < n; k++) f.unroll(a[k]);  // the terms
 }
 
 void schedule_bf16_pairs(BF16Pairs t, const LoopLevel &at, int vec) {
     const std::vector<Var> a = t.f.args();  // (pair, ..., h, b)
+    std::vector<Var> order = {a[0], t.lanes, t.across};
+    if (t.term) order.insert(order.begin() + 2, *t.term);
     t.f.compute_at(at)
         .bound_extent(t.lanes, t.lane_extent)
         .bound_extent(t.across, t.across_extent)
-        .reorder_storage(a[0], t.lanes, t.across)
-        .reorder(a[0], t.lanes, t.across)
+        .reorder(std::vector<VarOrRVar>(order.begin(), order.end()))
         .vectorize(a[0])
         .vectorize(t.lanes, std::min(vec, t.lane_extent))
-        .bound_storage(a[3], 1)
-        .bound_storage(a[4], 1);
+        .bound_storage(a[a.size() - 2], 1)
+        .bound_storage(a.back(), 1);
+    if (t.term) t.f.bound_extent(*t.term, 2).unroll(*t.term);
+    t.f.reorder_storage(order);
 }
 
 void schedule_token_output(Func out, const Vars &v, int vec) {

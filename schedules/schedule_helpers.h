@@ -99,21 +99,23 @@ void transposed_pairs(Halide::Func f, const Halide::LoopLevel &at, int tokens, i
 void pairs_as_they_lie(Halide::Func f, const Halide::LoopLevel &at, int tokens, int vec);
 
 // A whole copy of tokens by pairs (pair, d, h, p, b: gka_math.h's
-// token_pairs; or (pair, d, term, h, p, b), terms of several features),
+// token_pairs; or (pair, d, term, h, p, b), terms of several features, unrolled),
 // head-major as head_major's, a pair's two tokens interleaved: a vector of d
 // of a pair (and term) is one load of a bfloat16 dot product.
 void head_major_token_pairs(Halide::Func f, int vec);
 
 // A tile of pair terms rounded to bfloat16 by token pairs (pair, ..., h, b:
-// gka_math.h's key_pairs_bf16) of `lane_extent` x
-// `across_extent`, one head: stored a pair innermost, then the lanes
-// (vectorized), then across: a pair is one 32-bit word to broadcast.
+// gka_math.h's key_pairs_bf16) of `lane_extent` x `across_extent`, one head:
+// stored a pair innermost, then the lanes (vectorized), then `term` where set
+// (two terms of one reduction, unrolled), then across: a pair is one 32-bit
+// word to broadcast.
 struct BF16Pairs {
     Halide::Func f;
     Halide::Var lanes;
     int lane_extent;
     Halide::Var across;
     int across_extent;
+    std::optional<Halide::Var> term;
 };
 void schedule_bf16_pairs(BF16Pairs tile, const Halide::LoopLevel &at, int vec);
 
