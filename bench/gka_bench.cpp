@@ -16,6 +16,8 @@
 // bandwidth in the same run (memory/read). Varlen ("varlen/.../<how>"): packed
 // documents of mixed lengths in one call, in a call each, and padded. Chunks
 // ("chunks/.../T=<T>/4"): a causal sequence in 4 chunks, every pair's kernels.
+// Random-feature GKA ("features/<family>/<pass>/causal/D=64/M=<M>/T=<T>"): its
+// kernels at M features a head, beside exact GKA's ("M=exact") up to 16384.
 // Kernel functions ("kernels/.../<kernel>"): the forward and backward with each
 // kernel function (gka_call.kernel), one after another for each shape, on the
 // best family at the sharp cases' T.
@@ -24,6 +26,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -55,6 +58,9 @@ struct Mode {
     std::vector<int64_t> decode_lengths;     // cache lengths of the decode steps
     std::vector<int64_t> documents;          // lengths of the varlen cases' packed sequences
     std::vector<int64_t> swept_head_dims;    // the head-dim sweep's D (at the sharp cases' T)
+    std::vector<int64_t> feature_counts;     // random-feature GKA's M
+    std::vector<int64_t> feature_seq_lens;   // its T, and exact GKA's beside it up to exact_max_seq_len
+    int64_t exact_max_seq_len;
 };
 
 const std::pair<std::string, gka_window> full{"full", {-1, -1}}, causal{"causal", {-1, 0}}, w255{"w255", {255, 0}};
@@ -65,14 +71,14 @@ const std::vector<int64_t> mixed_documents{4096, 3000, 2048, 1024, 1000, 512, 25
 Mode full_mode() {
     return {{512, 1024, 2048, 4096, 8192, 16384}, {64, 128}, {full, causal, w255}, {"fwd", "bwd", "fwdbwd"}, {},
             16384, 2048, 4096, 512, 4096, {1024, 4096, 16384, 32768, 65536}, mixed_documents,
-            {16, 32, 48, 64, 80, 96, 128, 192, 256}};
+            {16, 32, 48, 64, 80, 96, 128, 192, 256}, {64, 128, 256}, {1024, 4096, 16384, 65536}, 16384};
 }
 Mode quick_mode() {
     return {{1024, 4096, 16384}, {64, 128}, {causal, w255}, {"fwd", "bwd"}, {}, 1024, 2048, 4096, 512, 4096,
-            {1024, 32768, 65536}, mixed_documents, {16, 32, 64, 96, 128, 256}};
+            {1024, 32768, 65536}, mixed_documents, {16, 32, 64, 96, 128, 256}, {128}, {4096, 16384}, 16384};
 }
 Mode smoke_mode() {
-    return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256, {256}, {100, 7, 60}, {16, 80}};
+    return {{256}, {64}, {causal, w255}, {"fwd", "bwd", "fwdbwd"}, {}, 256, 256, 256, 64, 256, {256}, {100, 7, 60}, {16, 80}, {16}, {256}, 256};
 }
 
 // Feature scales (sigma 1): smooth inputs, and sharp ones whose far keys' weights
@@ -282,6 +288,33 @@ void chunk_case(benchmark::State &state, std::string family, std::string pass, i
     state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads");
 }
 
+// Random-feature GKA (gka_call.features = M), causal, B=1, H=8, D=64 at the
+// module's default sigma = sqrt(D/2) with features of unit scale; standard
+// normal frequencies. Counter: tokens/s (its FLOPs are not exact GKA's).
+void features_case(benchmark::State &state, std::string family, std::string pass, int64_t T, int64_t M) {
+    if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
+        state.SkipWithError(gka_last_error());
+        return;
+    }
+    const gka_shape shape{1, T, 8, 64};
+    Data d(shape, 1.0f);
+    d.sigma.assign(8, std::sqrt(32.0f));
+    std::vector<float> w(8 * M * 64), dw(w.size());
+    std::mt19937 rng(2);
+    std::normal_distribution<float> normal;
+    for (float &v : w) v = normal(rng);
+    gka_call c = described(d, causal.second);
+    c.features = M, c.frequencies = w.data(), c.dfrequencies = dw.data();
+    check(gka_run_forward(&c));
+    const bool fwd = pass != "bwd", bwd = pass != "fwd";
+    for (auto _ : state) {
+        if (fwd) check(gka_run_forward(&c));
+        if (bwd) check(gka_run_backward(&c));
+    }
+    state.counters["tokens"] = Counter(double(T), Counter::kIsIterationInvariantRate);
+    state.SetLabel(family + " " + std::to_string(gka_num_threads()) + " threads, " + gka_last_kernel());
+}
+
 void read_bandwidth_case(benchmark::State &state) {
     static const gka_bench::ReadBandwidth reads(int64_t(256) << 20);
     for (auto _ : state) benchmark::DoNotOptimize(reads.run(gka_num_threads()));
@@ -355,6 +388,19 @@ void register_all(const Mode &m) {
             timed(benchmark::RegisterBenchmark(name.c_str(), decode_case, best, w, T));
         }
     timed(benchmark::RegisterBenchmark("memory/read", read_bandwidth_case));
+    // Random-feature GKA beside exact causal GKA at each T ("M=exact"), where they cross.
+    for (const std::string pass : {"fwd", "bwd", "fwdbwd"})
+        for (int64_t T : m.feature_seq_lens) {
+            const std::string prefix = "features/" + best + "/" + pass + "/causal/D=64/";
+            for (int64_t M : m.feature_counts) {
+                const std::string name = prefix + "M=" + std::to_string(M) + "/T=" + std::to_string(T);
+                timed(benchmark::RegisterBenchmark(name.c_str(), features_case, best, pass, T, M));
+            }
+            if (T > m.exact_max_seq_len) continue;
+            timed(benchmark::RegisterBenchmark((prefix + "M=exact/T=" + std::to_string(T)).c_str(), gka_case, best,
+                                               pass, causal.second, gka_shape{1, T, 8, 64}, smooth_features,
+                                               std::string("gaussian")));
+        }
     for (const std::string pass : {"fwd", "bwd"}) {
         const int64_t T = m.sharp_seq_len;
         const std::string name = "chunks/" + best + "/" + pass + "/causal/D=64/T=" + std::to_string(T) + "/4";

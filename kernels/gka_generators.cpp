@@ -71,6 +71,14 @@ void dense_rows(Buf &buf, const Expr &heads, const Expr &seq_len, const Expr &ba
     buf.dim(2).set_bounds(0, batch).set_stride(seq_len * heads);
 }
 
+// W, [H][M][D] float32: (d, m, h).
+template<typename Buf>
+void dense_frequencies(Buf &buf, const Expr &head_dim, const Expr &features, const Expr &heads) {
+    buf.dim(0).set_bounds(0, head_dim).set_stride(1);
+    buf.dim(1).set_bounds(0, features).set_stride(head_dim);
+    buf.dim(2).set_bounds(0, heads).set_stride(head_dim * features);
+}
+
 // The backward's tensors may be a slice of the call's heads (the runtime runs a
 // backward a few heads at a time, runtime/cpu_attention.cpp, so that its
 // working buffers are a few heads' size): the dims within a head are dense as
@@ -304,8 +312,89 @@ public:
     }
 };
 
+// Random-feature GKA (generators/gka_random_features.h): x against M
+// features a head, W (d, m, h) float32; `causal` 1 for the window (-1, 0), 0
+// for (-1, -1). Any head dim and feature count, the Gaussian alone.
+class GkaRandomFeatureForward : public GkaGenerator<GkaRandomFeatureForward> {
+public:
+    Input<Buffer<>> *x;                      // (d, h, t, b)
+    Input<Buffer<float, 1>> *sigma;          // (h)
+    Input<Buffer<float, 3>> *frequencies;    // (d, m, h)
+    Input<int32_t> *causal;
+    Output<Buffer<void, 4>> *y;              // (d, h, t, b)
+    Output<Buffer<float, 3>> *lse;           // (t, h, b)
+
+    void configure() {
+        x = add_features("x");
+        sigma = add_input<Buffer<float, 1>>("sigma");
+        frequencies = add_input<Buffer<float, 3>>("frequencies");
+        causal = add_input<int32_t>("causal");
+        y = add_feature_output("y");
+        lse = add_output<Buffer<float, 3>>("lse");
+    }
+
+    void generate() {
+        const Expr head_dim = head_dim_of(*x), heads = x->dim(1).extent();
+        const Expr seq_len = x->dim(2).extent(), batch = x->dim(3).extent(), features = frequencies->dim(1).extent();
+        const gka::RandomFeatureSchedule schedule(get_target(), knobs);
+        gka::RandomFeaturePipeline p;
+        gka::define_random_feature_forward(p, *x, *sigma, *frequencies, head_dim, features, seq_len, *causal,
+                                           schedule.chunk(), *y, *lse);
+        schedule.apply(p);
+        dense_features(*x, head_dim, heads, seq_len, batch);
+        dense_features(*y, head_dim, heads, seq_len, batch);
+        dense_rows(*lse, heads, seq_len, batch);
+        sigma->dim(0).set_bounds(0, heads);
+        dense_frequencies(*frequencies, head_dim, features, heads);
+    }
+};
+
+class GkaRandomFeatureBackward : public GkaGenerator<GkaRandomFeatureBackward> {
+public:
+    Input<Buffer<>> *x, *y, *dy;             // (d, h, t, b)
+    Input<Buffer<float, 1>> *sigma;          // (h)
+    Input<Buffer<float, 3>> *frequencies;    // (d, m, h)
+    Input<Buffer<float, 3>> *lse;            // the forward's (t, h, b)
+    Input<int32_t> *causal;
+    Output<Buffer<void, 4>> *dx;             // (d, h, t, b)
+    Output<Buffer<float, 3>> *dfrequencies;  // (d, m, h)
+    Output<Buffer<float, 1>> *dsigma;        // (h)
+
+    void configure() {
+        x = add_features("x");
+        sigma = add_input<Buffer<float, 1>>("sigma");
+        frequencies = add_input<Buffer<float, 3>>("frequencies");
+        y = add_features("y");
+        lse = add_input<Buffer<float, 3>>("lse");
+        dy = add_features("dy");
+        causal = add_input<int32_t>("causal");
+        dx = add_feature_output("dx");
+        dfrequencies = add_output<Buffer<float, 3>>("dfrequencies");
+        dsigma = add_output<Buffer<float, 1>>("dsigma");
+    }
+
+    void generate() {
+        const Expr head_dim = head_dim_of(*x), heads = x->dim(1).extent();
+        const Expr seq_len = x->dim(2).extent(), batch = x->dim(3).extent(), features = frequencies->dim(1).extent();
+        const gka::RandomFeatureSchedule schedule(get_target(), knobs);
+        gka::RandomFeatureBackwardPipeline p;
+        gka::define_random_feature_backward(p, *x, *sigma, *frequencies, *y, *lse, *dy, head_dim, features, seq_len,
+                                            batch, *causal, schedule.chunk(), *dx, *dfrequencies, *dsigma);
+        schedule.apply(p);
+        for (auto *buf : {x, y, dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
+        dense_features(*dx, head_dim, heads, seq_len, batch);
+        dense_rows(*lse, heads, seq_len, batch);
+        sigma->dim(0).set_bounds(0, heads);
+        dsigma->dim(0).set_bounds(0, heads);
+        dense_frequencies(*frequencies, head_dim, features, heads);
+        dense_frequencies(*dfrequencies, head_dim, features, heads);
+    }
+};
+
 }  // namespace
 
 HALIDE_REGISTER_GENERATOR(GkaForward, gka_forward)
 HALIDE_REGISTER_GENERATOR(GkaBackward, gka_backward)
 HALIDE_REGISTER_GENERATOR(GkaDecode, gka_decode)
+HALIDE_REGISTER_GENERATOR(GkaRandomFeatureForward, gka_rf_forward)
+HALIDE_REGISTER_GENERATOR(GkaRandomFeatureBackward, gka_rf_backward)

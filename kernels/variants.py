@@ -14,11 +14,10 @@ the table it writes, whose fields also make the runtime's dispatch table
 out of its name); the tests and the tuner read the same table in the build
 folder (variants.tsv).
 
-Its columns: name (the kernel's function name), pass (forward, backward,
-decode, forward_chunk, backward_chunk), device (cpu, cuda), family, generator,
+Its columns: name (the kernel's function name), pass (PASSES, below), device (cpu, cuda), family, generator,
 head_dim (0: any), window (any, global, sliding), min_seq_len, max_seq_len
 (0: no bound), knobs ("-": the schedule's defaults), scores (centred, origin,
-direct), element (float32, bfloat16), function, params (the generator's, space
+direct; random-feature GKA's rf_ passes, which form no scores: direct), element (float32, bfloat16), function, params (the generator's, space
 separated). Standard library only.
 """
 import argparse
@@ -31,7 +30,8 @@ import tuned_table  # noqa: E402  (the tables' reader: cmake/families.tsv, the r
 
 HEAD_DIMS = (64, 128, 0)  # 64 and 128 with constant loops; 0 serves every other head dim
 ELEMENTS = ("float32", "bfloat16")
-PASSES = ("forward", "backward", "decode", "forward_chunk", "backward_chunk")
+PASSES = ("forward", "backward", "decode", "forward_chunk", "backward_chunk", "rf_forward", "rf_backward")
+FEATURE_PASSES = ("rf_forward", "rf_backward")  # random-feature GKA: no score form, the Gaussian alone
 FORMS = ("centred", "origin", "direct")
 EVERY_SHAPE = ("any", 1, 0)  # window, min_seq_len, max_seq_len
 
@@ -74,7 +74,7 @@ def make(family, kind, bf16_products, pass_, head_dim, element, function, scores
         params.append("element=bfloat16")
         if pass_ in ("forward", "backward") and bf16_products:
             params.append("bf16_products=true")
-    if scores != "centred":
+    if scores != "centred" and pass_ not in FEATURE_PASSES:
         name += "_" + scores
     if function != "gaussian":
         name += "_" + function
@@ -114,6 +114,10 @@ def variants(families, functions, tuned):
             if kind == "cpu":  # the direct form, the fallback that serves every input: one for any D
                 for element in ELEMENTS:
                     add(pass_, 0, element, "gaussian", "direct")
+        # Random-feature GKA: any D, float32, the CPU families (no scores: its
+        # table field says direct, the form that forms no expansion).
+        for pass_ in FEATURE_PASSES if kind == "cpu" else ():
+            add(pass_, 0, "float32", "gaussian", "direct")
         # Chunks (float32) and decode, the direct form; the other kernel functions,
         # the direct form alone (generators/gka_math.h, kernel_scores, says why).
         for function in functions:

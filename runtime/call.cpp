@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -70,6 +71,57 @@ gka_status check_layout(const gka_call &c, Pass pass) {
     return GKA_OK;
 }
 
+// Random-feature GKA's calls (features > 0): what its kernels compute, and
+// nothing of it elsewhere.
+gka_status check_features(const gka_call &c, Pass pass) {
+    if (c.features < 0) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, "features = " + std::to_string(c.features) +
+                                                  ": the count of random features must be >= 0 (0: exact GKA)");
+    }
+    if (c.features == 0) {
+        if (c.frequencies || c.dfrequencies) {
+            return fail(GKA_ERR_INVALID_ARGUMENT, "frequencies and dfrequencies are random-feature GKA's: they "
+                                                  "must be NULL where features = 0");
+        }
+        return GKA_OK;
+    }
+    const char *what = "random-feature GKA (features > 0) ";
+    if (pass == Pass::decode || c.cu_seqlens || c.chunk) {
+        return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "runs gka_run_forward and gka_run_backward on a batch "
+                                                             "of equal lengths: no decode, varlen or chunk yet");
+    }
+    if (!(c.window.left == -1 && (c.window.right == 0 || c.window.right == -1))) {
+        return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "takes the causal (-1, 0) and full (-1, -1) windows; " +
+                                             "window (" + std::to_string(c.window.left) + ", " +
+                                             std::to_string(c.window.right) +
+                                             "): a sliding window is exact GKA in O(T*W) already");
+    }
+    if (c.kernel != GKA_GAUSSIAN) {
+        return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "estimates the Gaussian kernel alone");
+    }
+    if (c.dtype != GKA_FLOAT32 || c.device != GKA_CPU) {
+        return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "takes float32 features on the CPU today");
+    }
+    if (c.features > max_elements) {
+        return fail(GKA_ERR_UNSUPPORTED, "features = " + std::to_string(c.features) + ": at most 2^31 - 1");
+    }
+    return GKA_OK;
+}
+
+// W's values, read once the shape and pointers are checked.
+gka_status check_frequencies(const gka_call &c) {
+    const int64_t count = c.shape.heads * c.features * c.shape.head_dim;
+    for (int64_t k = 0; k < count; k++) {
+        if (!std::isfinite(c.frequencies[k])) {
+            const int64_t h = k / (c.features * c.shape.head_dim), m = k / c.shape.head_dim % c.features;
+            return fail(GKA_ERR_INVALID_ARGUMENT, "frequencies[" + std::to_string(h) + "][" + std::to_string(m) +
+                                                      "][" + std::to_string(k % c.shape.head_dim) + "] = " +
+                                                      std::to_string(c.frequencies[k]) + ": each must be finite");
+        }
+    }
+    return GKA_OK;
+}
+
 std::vector<Tensor> tensors(const gka_call &c, Pass pass) {
     const gka_shape t = tensor_shape(c);
     const __int128 features = __int128(t.batch) * t.seq_len * t.heads * t.head_dim;
@@ -83,10 +135,13 @@ std::vector<Tensor> tensors(const gka_call &c, Pass pass) {
         c.chunk ? __int128(c.shape.batch) * c.chunk->key_len * c.shape.heads * c.shape.head_dim : 0;
     if (c.chunk) list.push_back({c.keys, "keys", keys});
     list.insert(list.end(), {{c.y, "y", features}, {c.lse, "lse", rows}});
+    const __int128 frequencies = __int128(c.shape.heads) * c.features * c.shape.head_dim;
+    if (c.features > 0) list.push_back({c.frequencies, "frequencies", frequencies});
     if (pass == Pass::backward) {
         list.insert(list.end(), {{c.dy, "dy", features}, {c.dx, "dx", features}});
         if (c.chunk) list.push_back({c.dx_keys, "dx_keys", keys});
         list.push_back({c.dsigma, "dsigma", c.shape.heads});
+        if (c.features > 0) list.push_back({c.dfrequencies, "dfrequencies", frequencies});
     }
     return list;
 }
@@ -126,8 +181,9 @@ gka_status check_arguments(const gka_call &c, Pass pass) {
     const gka_shape t = tensor_shape(c);
     const __int128 elements = __int128(t.batch) * t.seq_len * t.heads * t.head_dim;
     const __int128 rows = __int128(t.batch) * t.seq_len * t.heads;  // lse's, which D = 0 leaves unbounded
-    if (elements > max_elements || rows > max_elements) {
-        const __int128 most = std::max(elements, rows);
+    const __int128 frequencies = __int128(c.shape.heads) * c.features * c.shape.head_dim;
+    if (elements > max_elements || rows > max_elements || frequencies > max_elements) {
+        const __int128 most = std::max({elements, rows, frequencies});
         return fail(GKA_ERR_UNSUPPORTED, "shape has " + std::to_string(int64_t(most > INT64_MAX ? INT64_MAX : most)) +
                                              " elements per tensor; the kernels address at most 2^31 - 1");
     }
@@ -147,7 +203,9 @@ gka_status check_arguments(const gka_call &c, Pass pass) {
 gka_status check_call(const gka_call &c, Pass pass) {
     gka_status s = check_fields(c);
     if (s == GKA_OK) s = check_layout(c, pass);
+    if (s == GKA_OK) s = check_features(c, pass);
     if (s == GKA_OK) s = check_arguments(c, pass);
+    if (s == GKA_OK && c.features > 0) s = check_frequencies(c);
     if (s == GKA_OK && c.cu_seqlens) s = check_cu_seqlens(c.shape, c.cu_seqlens);
     if (s == GKA_OK && c.chunk) s = check_chunk(c.shape, *c.chunk);
     if (s == GKA_OK && pass == Pass::decode) s = check_decode(c.shape, c.cache_capacity, c.window, c.cache_lens);
@@ -169,6 +227,7 @@ gka_status write_host_results(const gka_call &c, Pass pass) {
         zero(c.dx, features, element_size);
         zero(c.dx_keys, key_features, element_size);
         zero(c.dsigma, c.shape.heads, sizeof(float));
+        zero(c.dfrequencies, c.shape.heads * c.features * c.shape.head_dim, sizeof(float));
     } else {
         zero(c.y, features, element_size);
         lse_without_kernel(c, c.lse);
@@ -181,19 +240,22 @@ gka_status write_host_results(const gka_call &c, Pass pass) {
 gka_status read_call(const gka_call *given, const char *name, gka_call *c) {
     clear_error();
     if (given == nullptr) return fail(GKA_ERR_INVALID_ARGUMENT, std::string(name) + ": the gka_call is NULL");
-    const size_t known = sizeof(gka_call), size = given->size;
-    if (size < known) {
+    // The first version ended at the decode cache; a caller compiled against
+    // it gets the later fields' defaults (zero).
+    const size_t first = offsetof(gka_call, features), known = sizeof(gka_call), size = given->size;
+    if (size < first) {
         return fail(GKA_ERR_INVALID_ARGUMENT,
                     std::string(name) + ": gka_call.size = " + std::to_string(size) + ", less than the " +
-                        std::to_string(known) + " bytes of its first version: start from gka_call_init()");
+                        std::to_string(first) + " bytes of its first version: start from gka_call_init()");
     }
     const auto *bytes = reinterpret_cast<const unsigned char *>(given);
-    if (std::any_of(bytes + known, bytes + size, [](unsigned char b) { return b != 0; })) {
+    if (size > known && std::any_of(bytes + known, bytes + size, [](unsigned char b) { return b != 0; })) {
         return fail(GKA_ERR_UNSUPPORTED, std::string(name) + ": the gka_call sets fields past the " +
                                              std::to_string(known) + " bytes that libgka " + gka_version() +
                                              " knows: a newer gka.h than this library's");
     }
-    std::memcpy(c, given, known);
+    *c = gka_call_init();
+    std::memcpy(c, given, std::min(size, known));
     c->size = known;
     return GKA_OK;
 }
@@ -250,6 +312,7 @@ gka_status run_call(const gka_call &c, Pass pass, const char *name) {
     const CpuFamily *f = cpu_family();
     if (f == nullptr) return GKA_ERR_UNSUPPORTED;
     if (!needs_kernel(c)) return write_host_results(c, pass);
+    if (c.features > 0) return pass == Pass::forward ? cpu_feature_forward(c, *f) : cpu_feature_backward(c, *f);
     switch (pass) {
     case Pass::forward:
         return c.cu_seqlens ? cpu_forward_varlen(c, *f) : c.chunk ? cpu_forward_chunk(c, *f) : cpu_forward(c, *f);

@@ -46,6 +46,9 @@ gka_status cpu_forward_varlen(const gka_call &c, const CpuFamily &f);
 gka_status cpu_backward_varlen(const gka_call &c, const CpuFamily &f);
 gka_status cpu_forward_chunk(const gka_call &c, const CpuFamily &f);
 gka_status cpu_backward_chunk(const gka_call &c, const CpuFamily &f);
+// Random-feature GKA (cpu_random_features.cpp).
+gka_status cpu_feature_forward(const gka_call &c, const CpuFamily &f);
+gka_status cpu_feature_backward(const gka_call &c, const CpuFamily &f);
 
 // A varlen call's sequence s as a call of its own, a view of the packed
 // tensors (lse and dsigma: the caller's, which varlen.cpp and cuda_varlen.cpp

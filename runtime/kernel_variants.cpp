@@ -27,6 +27,8 @@ const std::vector<Variant<BackwardKernel>> backward_variants = {GKA_BACKWARD_CPU
 const std::vector<Variant<ForwardChunkKernel>> forward_chunk_variants = {GKA_FORWARD_CHUNK_CPU_VARIANTS};
 const std::vector<Variant<BackwardChunkKernel>> backward_chunk_variants = {GKA_BACKWARD_CHUNK_CPU_VARIANTS};
 const std::vector<Variant<DecodeKernel>> decode_variants = {GKA_DECODE_CPU_VARIANTS};
+const std::vector<Variant<FeatureForwardKernel>> feature_forward_variants = {GKA_RF_FORWARD_CPU_VARIANTS};
+const std::vector<Variant<FeatureBackwardKernel>> feature_backward_variants = {GKA_RF_BACKWARD_CPU_VARIANTS};
 // Empty where the table has no CUDA family for this architecture.
 const std::vector<Variant<CudaForwardKernel>> cuda_forward_variants = {GKA_FORWARD_CUDA_VARIANTS};
 const std::vector<Variant<CudaBackwardKernel>> cuda_backward_variants = {GKA_BACKWARD_CUDA_VARIANTS};
@@ -69,6 +71,14 @@ const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, K
                                                            int64_t head_dim) {
     return narrowest(backward_chunk_variants, family, function, head_dim, WindowKind::ANY, 1, ScoreForm::direct,
                      Element::f32);
+}
+const Variant<FeatureForwardKernel> *feature_forward_variant(const char *family) {
+    return narrowest(feature_forward_variants, family, KernelFunction::gaussian, 0, WindowKind::ANY, 1,
+                     ScoreForm::direct, Element::f32);
+}
+const Variant<FeatureBackwardKernel> *feature_backward_variant(const char *family) {
+    return narrowest(feature_backward_variants, family, KernelFunction::gaussian, 0, WindowKind::ANY, 1,
+                     ScoreForm::direct, Element::f32);
 }
 const Variant<DecodeKernel> *decode_variant(const char *family, KernelFunction function, int64_t head_dim,
                                             Element element) {

@@ -37,6 +37,13 @@ using BackwardChunkKernel = int (*)(halide_buffer_t *x, halide_buffer_t *keys, h
 // cache (d, h, slot, b) of lengths (b, int32) tokens; the window's right span is 0.
 using DecodeKernel = int (*)(halide_buffer_t *x, halide_buffer_t *cache, halide_buffer_t *lengths,
                              halide_buffer_t *sigma, int32_t left, halide_buffer_t *y, halide_buffer_t *lse);
+// Random-feature GKA (generators/gka_random_features.h): frequencies W (d, m,
+// h); causal 1 for the window (-1, 0), 0 for (-1, -1).
+using FeatureForwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *frequencies,
+                                     int32_t causal, halide_buffer_t *y, halide_buffer_t *lse);
+using FeatureBackwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *frequencies,
+                                      halide_buffer_t *y, halide_buffer_t *lse, halide_buffer_t *dy, int32_t causal,
+                                      halide_buffer_t *dx, halide_buffer_t *dfrequencies, halide_buffer_t *dsigma);
 // The CUDA kernels take a user_context first: the call's stream.
 using CudaForwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, int32_t, int32_t,
                                   halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
@@ -106,6 +113,9 @@ const Variant<BackwardKernel> *backward_variant(const char *family, KernelFuncti
 // A chunk's passes: the direct form, float32.
 const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, KernelFunction, int64_t head_dim);
 const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, KernelFunction, int64_t head_dim);
+// Random-feature GKA's: any head dim, float32, the Gaussian.
+const Variant<FeatureForwardKernel> *feature_forward_variant(const char *family);
+const Variant<FeatureBackwardKernel> *feature_backward_variant(const char *family);
 const Variant<DecodeKernel> *decode_variant(const char *family, KernelFunction, int64_t head_dim, Element);
 const Variant<CudaForwardKernel> *cuda_forward_variant(const char *family, KernelFunction, int64_t head_dim,
                                                       WindowKind, int64_t seq_len, Element);

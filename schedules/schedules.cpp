@@ -120,4 +120,20 @@ void DecodeSchedule::apply(DecodePipeline &p) const { apply_knobs(p, knobs_, sch
 std::string DecodeSchedule::knobs() const { return knob_string_of(knobs_); }
 std::string DecodeSchedule::search_space() const { return search_space_of(knobs_); }
 
+RandomFeatureSchedule::RandomFeatureSchedule(const Target &target, const std::string &overrides)
+    : knobs_([&] {
+          if (family_of(target) == Family::Cuda) {
+              throw std::invalid_argument("random-feature GKA: no GPU schedule (CPU families alone)");
+          }
+          return with_overrides(cpu_random_feature_knobs(family_of(target)), overrides);
+      }()) {}
+
+int RandomFeatureSchedule::chunk() const { return knobs_.chunk; }
+void RandomFeatureSchedule::apply(RandomFeaturePipeline &p) const { schedule_random_feature_forward_cpu(p, knobs_); }
+void RandomFeatureSchedule::apply(RandomFeatureBackwardPipeline &p) const {
+    schedule_random_feature_backward_cpu(p, knobs_);
+}
+std::string RandomFeatureSchedule::knobs() const { return knob_string(knobs_); }
+std::string RandomFeatureSchedule::search_space() const { return search_space_json<CpuRandomFeatureKnobs>(); }
+
 }  // namespace gka

@@ -10,6 +10,7 @@
 #include "../generators/gka_backward_fused.h"
 #include "../generators/gka_decode.h"
 #include "../generators/gka_forward.h"
+#include "../generators/gka_random_features.h"
 #include "knobs.h"
 
 namespace gka {
@@ -45,12 +46,18 @@ struct CudaDecodeKnobs {  // decode_cuda.cpp
     static const std::vector<Knob<CudaDecodeKnobs>> &fields();
 };
 
+struct CpuRandomFeatureKnobs {  // random_features_cpu.cpp
+    int vector, chunk;
+    static const std::vector<Knob<CpuRandomFeatureKnobs>> &fields();
+};
+
 CpuForwardKnobs cpu_forward_knobs(Family family);
 CudaForwardKnobs cuda_forward_knobs();
 CpuBackwardKnobs cpu_backward_knobs(Family family);
 CudaBackwardKnobs cuda_backward_knobs();
 CpuDecodeKnobs cpu_decode_knobs(Family family);
 CudaDecodeKnobs cuda_decode_knobs();
+CpuRandomFeatureKnobs cpu_random_feature_knobs(Family family);
 
 void schedule_forward_cpu(ForwardPipeline &p, const CpuForwardKnobs &k);
 void schedule_forward_cuda(ForwardPipeline &p, const CudaForwardKnobs &k);
@@ -60,6 +67,8 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k);
 void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k);
 void schedule_decode_cpu(DecodePipeline &p, const CpuDecodeKnobs &k);
 void schedule_decode_cuda(DecodePipeline &p, const CudaDecodeKnobs &k);
+void schedule_random_feature_forward_cpu(RandomFeaturePipeline &p, const CpuRandomFeatureKnobs &k);
+void schedule_random_feature_backward_cpu(RandomFeatureBackwardPipeline &p, const CpuRandomFeatureKnobs &k);
 
 // The forward's schedule for a target: its family's knobs (the defaults, then
 // "name:value,..." overrides: the build passes schedules/tuned.tsv's row) and
@@ -120,6 +129,21 @@ public:
 
 private:
     std::variant<CpuDecodeKnobs, CudaDecodeKnobs> knobs_;
+};
+
+// Random-feature GKA's forward and backward: CPU families alone (a GPU
+// target is refused: no CUDA schedule yet).
+class RandomFeatureSchedule {
+public:
+    RandomFeatureSchedule(const Halide::Target &target, const std::string &overrides);
+    int chunk() const;  // tokens a chunk (gka_random_features.h)
+    void apply(RandomFeaturePipeline &p) const;
+    void apply(RandomFeatureBackwardPipeline &p) const;
+    std::string knobs() const;
+    std::string search_space() const;
+
+private:
+    CpuRandomFeatureKnobs knobs_;
 };
 
 }  // namespace gka

@@ -37,7 +37,7 @@ class Variants(unittest.TestCase):
         self.assertEqual(status, 0, why)
         names = [r["name"] for r in rows]
         self.assertEqual(len(names), len(set(names)))
-        self.assertEqual(len(rows), 575)  # x86-64's families: the count docs/design.md quotes
+        self.assertEqual(len(rows), 583)  # x86-64's families: the count docs/design.md quotes
         by = collections.Counter((r["device"], r["function"]) for r in rows)
         self.assertEqual(by[("cuda", "laplace")], by[("cuda", "cauchy")])
         # The expansions are the Gaussian's on the CPU alone; the origin form the
@@ -47,6 +47,14 @@ class Variants(unittest.TestCase):
                 self.assertEqual((r["device"], r["function"]), ("cpu", "gaussian"), r["name"])
             if r["scores"] == "origin" and r["pass"] != "forward":
                 self.assertEqual((r["pass"], r["element"], r["family"]), ("backward", "bfloat16", "zen4"), r["name"])
+        # Random-feature GKA: one kernel a pass and CPU family, any D, float32.
+        features = [(r["family"], r["pass"]) for r in rows if r["pass"].startswith("rf_")]
+        self.assertEqual(sorted(features), sorted((f, p) for f in ("zen4", "avx512", "avx2", "generic")
+                                                  for p in ("rf_forward", "rf_backward")))
+        for r in rows:
+            if r["pass"].startswith("rf_"):
+                self.assertEqual((r["head_dim"], r["element"], r["function"]), ("0", "float32", "gaussian"))
+                self.assertEqual(r["name"], f"gka_{r['pass']}_{r['family']}_any")
         # A family whose bfloat16 kernels multiply in bfloat16 (families.tsv) says so to its generator.
         params = {r["name"]: r["params"] for r in rows}
         for name in ("gka_forward_zen4_d64_bf16", "gka_backward_zen4_d64_bf16_origin"):

@@ -125,6 +125,14 @@ typedef struct gka_call {
     const void *keys;          /* chunk: the keys' features, [B][key_len][H][D] */
     void *dx_keys;             /* chunk backward */
     void *cache;               /* decode: [B][cache_capacity][H][D], the new tokens written into it */
+    /* Random-feature GKA (docs/spec.md, "Random-feature GKA"): features = M > 0
+     * replaces the Gaussian by its estimate from M features a head, of the
+     * frequencies W, in time linear in T. The causal and the full window,
+     * float32 features on the CPU, the Gaussian; gka_run_forward and
+     * gka_run_backward (other calls: GKA_ERR_UNSUPPORTED). 0: exact GKA. */
+    int64_t features;
+    const float *frequencies;  /* W [H][M][D], each finite */
+    float *dfrequencies;       /* backward: dL/dW [H][M][D], overwritten */
 } gka_call;
 
 static inline gka_call gka_call_init(void) {

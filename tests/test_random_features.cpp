@@ -1,0 +1,216 @@
+// Random-feature GKA (gka_call.features; docs/spec.md, "Random-feature GKA")
+// on every CPU family this host runs: the kernels within the accuracy contract
+// of the double loops of the same feature map (oracle/random_features.h),
+// whose backward is checked by finite differences; chunk edges, head dims and
+// feature counts at the vectors' edges; rows without an estimate; results
+// independent of the thread count; zero dimensions; validation.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "check.h"
+#include "random_features.h"
+
+using gka_ref::Features;
+using gka_ref::Problem;
+
+namespace {
+
+const gka_window causal{-1, 0}, full{-1, -1};
+const float sentinel = 12345.0f;
+
+// Features about |u| ~ 1 in units of sigma, where the estimator serves, and
+// standard normal frequencies.
+struct FeatureProblem {
+    Problem p;
+    Features f;
+};
+FeatureProblem feature_problem(gka_shape shape, gka_window window, int64_t count, uint64_t seed) {
+    std::vector<float> sigma;
+    for (int64_t h = 0; h < shape.heads; h++) sigma.push_back(0.8f + 0.5f * float(h));
+    return {gka_ref::make_problem(shape, window, sigma, 1.0, seed), gka_ref::normal_features(shape, count, seed + 1)};
+}
+
+gka_call described(FeatureProblem &fp) {
+    gka_call c = gka_test::described(fp.p);
+    c.features = fp.f.count;
+    c.frequencies = fp.f.frequencies.data();
+    return c;
+}
+
+gka_test::FeatureOutputs run(FeatureProblem &fp, bool backward = true) {
+    const Problem &p = fp.p;
+    gka_test::FeatureOutputs out{std::vector<float>(p.size()), std::vector<float>(p.rows())};
+    gka_call c = described(fp);
+    c.y = out.y.data(), c.lse = out.lse.data();
+    gka_status s = gka_run_forward(&c);
+    INFO(gka_last_error());
+    REQUIRE(s == GKA_OK);
+    CHECK(std::string(gka_last_kernel()) == "gka_rf_forward_" + std::string(gka_cpu_family()) + "_any");
+    if (!backward) return out;
+    out.dx.resize(p.size()), out.dsigma.resize(p.shape.heads);
+    out.dfrequencies.assign(fp.f.frequencies.size(), sentinel);
+    c.dy = p.dy.data(), c.dx = out.dx.data(), c.dsigma = out.dsigma.data(), c.dfrequencies = out.dfrequencies.data();
+    s = gka_run_backward(&c);
+    INFO(gka_last_error());
+    REQUIRE(s == GKA_OK);
+    CHECK(std::string(gka_last_kernel()) == "gka_rf_backward_" + std::string(gka_cpu_family()) + "_any");
+    return out;
+}
+
+void check_contract(FeatureProblem &fp) {
+    const gka_shape s = fp.p.shape;
+    INFO("B=" << s.batch << " T=" << s.seq_len << " H=" << s.heads << " D=" << s.head_dim << " M=" << fp.f.count
+              << " window (" << fp.p.window.left << ", " << fp.p.window.right << ")");
+    const gka_test::FeatureReport r = gka_test::compare_features(fp.p, fp.f, run(fp));
+    INFO("worst y " << r.y.ratio << " at " << r.y.where << "; lse " << r.lse.ratio << " at " << r.lse.where << "; dx "
+                    << r.dx.ratio << " at " << r.dx.where << "; dsigma " << r.dsigma.ratio << " at " << r.dsigma.where
+                    << "; dW " << r.dfrequencies.ratio << " at " << r.dfrequencies.where);
+    CHECK(r.holds());
+}
+
+}  // namespace
+
+TEST_CASE("random features: the reference backward is its forward's derivative", "[random-features]") {
+    for (gka_window window : {causal, full}) {
+        FeatureProblem fp = feature_problem({2, 6, 2, 3}, window, 5, 11);
+        const Problem &p = fp.p;
+        const gka_ref::FeatureForward f = gka_ref::feature_forward(p, fp.f);
+        const gka_ref::FeatureBackward g = gka_ref::feature_backward(p, fp.f, f.y);
+        std::vector<double> x(p.x.begin(), p.x.end()), sigma(p.sigma.begin(), p.sigma.end());
+        std::vector<double> w(fp.f.frequencies.begin(), fp.f.frequencies.end());
+        // Central differences of L = sum dy . y in each input, against the loops' gradient.
+        auto check = [&](std::vector<double> &v, const std::vector<double> &grad, const std::vector<double> &mag,
+                         const char *name) {
+            for (size_t k = 0; k < v.size(); k++) {
+                const double keep = v[k], step = 1e-5 * std::max(1.0, std::abs(keep));
+                v[k] = keep + step;
+                const double up = gka_ref::feature_loss(p, x, sigma, w, fp.f.count);
+                v[k] = keep - step;
+                const double down = gka_ref::feature_loss(p, x, sigma, w, fp.f.count);
+                v[k] = keep;
+                INFO(name << "[" << k << "] window (" << window.left << ", " << window.right << ")");
+                CHECK(std::abs((up - down) / (2 * step) - grad[k]) <= 1e-6 * std::max(mag[k], 1e-3));
+            }
+        };
+        check(x, g.dx, g.dx_magnitude, "dx");
+        check(sigma, g.dsigma, g.dsigma_magnitude, "dsigma");
+        check(w, g.dfrequencies, g.dfrequencies_magnitude, "dW");
+    }
+}
+
+TEST_CASE("random features: the kernels meet the contract on every family", "[random-features]") {
+    struct Case {
+        gka_shape shape;
+        int64_t count;
+    };
+    // Chunk edges (64 tokens a chunk by default; 1, 63, 64, 65, 130), head dims
+    // and feature counts about the vectors' widths.
+    const Case cases[] = {{{1, 1, 1, 1}, 1},     {{2, 63, 2, 16}, 16}, {{1, 64, 1, 17}, 33},
+                          {{1, 65, 2, 64}, 130}, {{2, 130, 1, 5}, 8},  {{1, 200, 3, 33}, 64}};
+    const uint64_t seed = 2026;
+    INFO("seed " << seed);
+    gka_test::for_each_family([&] {
+        uint64_t k = seed;
+        for (const Case &c : cases)
+            for (gka_window window : {causal, full}) {
+                FeatureProblem fp = feature_problem(c.shape, window, c.count, k++);
+                check_contract(fp);
+            }
+    });
+}
+
+TEST_CASE("random features: a row without an estimate gives x, -inf and passes dy", "[random-features]") {
+    // Token 0, far from every feature's centre, is its own row's only key:
+    // every product underflows, and the row has no estimate.
+    FeatureProblem fp = feature_problem({1, 5, 1, 8}, causal, 16, 7);
+    for (int64_t d = 0; d < 8; d++) fp.p.x[d] = 1e4f;
+    gka_test::for_each_family([&] {
+        const gka_test::FeatureOutputs out = run(fp);
+        for (int64_t d = 0; d < 8; d++) CHECK(out.y[d] == fp.p.x[d]);
+        CHECK(out.lse[0] == -std::numeric_limits<float>::infinity());
+        check_contract(fp);
+    });
+}
+
+TEST_CASE("random features: results do not depend on the thread count", "[random-features]") {
+    FeatureProblem fp = feature_problem({2, 300, 3, 24}, causal, 40, 5);
+    const int threads = gka_num_threads();
+    REQUIRE(gka_set_num_threads(1) == GKA_OK);
+    const gka_test::FeatureOutputs one = run(fp);
+    REQUIRE(gka_set_num_threads(4) == GKA_OK);
+    const gka_test::FeatureOutputs four = run(fp);
+    REQUIRE(gka_set_num_threads(threads) == GKA_OK);
+    CHECK(one.y == four.y);
+    CHECK(one.lse == four.lse);
+    CHECK(one.dx == four.dx);
+    CHECK(one.dsigma == four.dsigma);
+    CHECK(one.dfrequencies == four.dfrequencies);
+}
+
+TEST_CASE("random features: zero dimensions write the exact results", "[random-features]") {
+    FeatureProblem fp = feature_problem({1, 4, 2, 3}, causal, 5, 3);
+    gka_call c = described(fp);
+    std::vector<float> dsigma(2, sentinel), dw(fp.f.frequencies.size(), sentinel);
+    c.shape.batch = 0;
+    c.dsigma = dsigma.data(), c.dfrequencies = dw.data();
+    REQUIRE(gka_run_backward(&c) == GKA_OK);
+    CHECK(dsigma == std::vector<float>(2, 0.0f));
+    CHECK(dw == std::vector<float>(dw.size(), 0.0f));
+}
+
+TEST_CASE("random features: bad calls are refused before any output is written", "[random-features]") {
+    FeatureProblem fp = feature_problem({1, 6, 2, 4}, causal, 3, 9);
+    std::vector<float> y(fp.p.size(), sentinel), lse(fp.p.rows(), sentinel);
+    gka_call good = described(fp);
+    good.y = y.data(), good.lse = lse.data();
+    auto refused = [&](const gka_call &c, gka_status status, const char *mention) {
+        INFO(mention);
+        CHECK(gka_run_forward(&c) == status);
+        CHECK_THAT(gka_last_error(), Catch::Contains(mention));
+        CHECK(y == std::vector<float>(y.size(), sentinel));
+        CHECK(lse == std::vector<float>(lse.size(), sentinel));
+    };
+    gka_call bad = good;
+    bad.features = -1;
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "features = -1");
+    bad = good, bad.frequencies = nullptr;
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "frequencies is NULL");
+    std::vector<float> nan_w = fp.f.frequencies;
+    nan_w[7] = std::numeric_limits<float>::quiet_NaN();
+    bad = good, bad.frequencies = nan_w.data();
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "frequencies[0][1][3]");
+    nan_w[7] = std::numeric_limits<float>::infinity();
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "must be finite");
+    bad = good, bad.window = {3, 0};
+    refused(bad, GKA_ERR_UNSUPPORTED, "O(T*W)");
+    bad = good, bad.window = {-1, 2};
+    refused(bad, GKA_ERR_UNSUPPORTED, "full (-1, -1)");
+    bad = good, bad.kernel = GKA_LAPLACE;
+    refused(bad, GKA_ERR_UNSUPPORTED, "Gaussian kernel alone");
+    bad = good, bad.dtype = GKA_BFLOAT16;
+    refused(bad, GKA_ERR_UNSUPPORTED, "float32 features on the CPU");
+    const int64_t cu[] = {0, 6};
+    bad = good, bad.cu_seqlens = cu;
+    refused(bad, GKA_ERR_UNSUPPORTED, "no decode, varlen or chunk");
+    bad = good, bad.features = 0;
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "must be NULL where features = 0");
+    // The backward needs somewhere to write dW.
+    std::vector<float> dx(fp.p.size(), sentinel), dsigma(2, sentinel);
+    bad = good, bad.dy = fp.p.dy.data(), bad.dx = dx.data(), bad.dsigma = dsigma.data();
+    CHECK(gka_run_backward(&bad) == GKA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(gka_last_error(), Catch::Contains("dfrequencies is NULL"));
+    CHECK(dx == std::vector<float>(dx.size(), sentinel));
+}
+
+TEST_CASE("random features: a caller of gka_call's first version computes exact GKA", "[random-features]") {
+    FeatureProblem fp = feature_problem({1, 6, 2, 4}, causal, 3, 9);
+    std::vector<float> y(fp.p.size()), lse(fp.p.rows());
+    gka_call c = gka_test::described(fp.p);
+    c.y = y.data(), c.lse = lse.data();
+    c.size = offsetof(gka_call, features);
+    c.features = 77;  // past what that caller's struct holds: never read
+    REQUIRE(gka_run_forward(&c) == GKA_OK);
+    CHECK(std::string(gka_last_kernel()).rfind("gka_forward_", 0) == 0);
+}
