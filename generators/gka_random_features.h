@@ -32,6 +32,7 @@ struct RandomFeatureVars {
 
 // What the forward and backward both compute from x, sigma and W.
 struct FeatureFactors {
+    Func frequencies;               // W (d, m, h), its edges repeated
     Func inv_sigma{"inv_sigma"};
     Func u{"u"};                    // x / sigma (d, t, h, b); t past T reads the last token
     Func values{"values"};          // x and a ones column (d <= D, t, h, b), 0 past T
@@ -85,6 +86,7 @@ struct RandomFeatureBackwardPipeline {
     Func frequency_term{"frequency_term"};  // sum_m exponent_gradient w_m (d, t, h, b)
     Func sigma_term{"sigma_term"};  // sum_m exponent_gradient (w_m . u - 2|u|^2) (t, h, b)
     RDom tokens;                    // (t, b) of a head: dW's and dsigma's sums
+    Func frequency_gradient{"frequency_gradient"};  // dW's sum (d, m, h)
     Func dx, dfrequencies, dsigma;
 };
 
@@ -99,15 +101,18 @@ inline Expr minus_infinity() {
 // The factors of x (d, h, t, b, widened), sigma (h) and W (d, m, h).
 inline void define_factors(FeatureFactors &f, const RandomFeatureVars &v, Func x, Func sigma, Func frequencies,
                            Expr head_dim, Expr features, Expr seq_len) {
+    // W read past its features and head dim (whole register tiles of a
+    // schedule) repeats its edge; x likewise past the head dim and the tokens.
+    // Never summed into a result: every sum over m or d stops at M or D.
+    f.frequencies = Halide::BoundaryConditions::repeat_edge(
+        frequencies, {{0, head_dim}, {0, features}, {Expr(), Expr()}});
+    frequencies = f.frequencies;
     f.rd = RDom(0, head_dim, "rd");
     f.rm = RDom(0, features, "rm");
     f.inv_sigma(v.h) = 1.0f / sigma(v.h);
-    // Clamped on both sides: bounds inference of the chunks' masked sums
-    // reaches past either end (values read there are never summed).
-    const Expr token = Halide::clamp(v.t, 0, seq_len - 1);
-    f.u(v.d, v.t, v.h, v.b) = x(v.d, v.h, token, v.b) * f.inv_sigma(v.h);
-    f.values(v.d, v.t, v.h, v.b) =
-        Halide::select(v.t >= seq_len, 0.0f, v.d < head_dim, x(Halide::clamp(v.d, 0, head_dim - 1), v.h, token, v.b), 1.0f);
+    const Expr token = Halide::clamp(v.t, 0, seq_len - 1), d = Halide::clamp(v.d, 0, head_dim - 1);
+    f.u(v.d, v.t, v.h, v.b) = x(d, v.h, token, v.b) * f.inv_sigma(v.h);
+    f.values(v.d, v.t, v.h, v.b) = Halide::select(v.t >= seq_len, 0.0f, v.d < head_dim, x(d, v.h, token, v.b), 1.0f);
     f.projection(v.m, v.t, v.h, v.b) += frequencies(f.rd, v.m, v.h) * f.u(f.rd, v.t, v.h, v.b);
     f.norm(v.t, v.h, v.b) += f.u(f.rd, v.t, v.h, v.b) * f.u(f.rd, v.t, v.h, v.b);
     f.quarter_norm(v.m, v.h) += 0.25f * frequencies(f.rd, v.m, v.h) * frequencies(f.rd, v.m, v.h);
@@ -251,7 +256,7 @@ inline void define_random_feature_backward(RandomFeatureBackwardPipeline &p, Fun
     p.exponent_gradient(v.m, v.t, v.h, v.b) = f.rho(v.m, v.t, v.h, v.b) * p.query_gradient(v.m, v.t, v.h, v.b) +
                                               f.kappa(v.m, v.t, v.h, v.b) * p.key_gradient(v.m, v.t, v.h, v.b);
     p.exponent_gradient_sum(v.t, v.h, v.b) += p.exponent_gradient(f.rm, v.t, v.h, v.b);
-    p.frequency_term(v.d, v.t, v.h, v.b) += p.exponent_gradient(f.rm, v.t, v.h, v.b) * frequencies(v.d, f.rm, v.h);
+    p.frequency_term(v.d, v.t, v.h, v.b) += p.exponent_gradient(f.rm, v.t, v.h, v.b) * f.frequencies(v.d, f.rm, v.h);
 
     // d(w_m . u - |u|^2)/dx = (w_m - 2u) / sigma; /dW_m = u; /dsigma = -(w_m . u - 2|u|^2) / sigma.
     const Expr passed = Halide::select(p.fallback(v.t, v.h, v.b), dyw(v.d, v.h, v.t, v.b), 0.0f);
@@ -263,7 +268,8 @@ inline void define_random_feature_backward(RandomFeatureBackwardPipeline &p, Fun
         p.exponent_gradient(f.rm, v.t, v.h, v.b) * (f.projection(f.rm, v.t, v.h, v.b) - 2.0f * f.norm(v.t, v.h, v.b));
     p.tokens = RDom(0, seq_len, 0, batch, "tokens");
     const Expr t = p.tokens.x, b = p.tokens.y;
-    dfrequencies(v.d, v.m, v.h) += p.exponent_gradient(v.m, t, v.h, b) * f.u(v.d, t, v.h, b);
+    p.frequency_gradient(v.d, v.m, v.h) += p.exponent_gradient(v.m, t, v.h, b) * f.u(v.d, t, v.h, b);
+    dfrequencies(v.d, v.m, v.h) = p.frequency_gradient(v.d, v.m, v.h);
     dsigma(v.h) += -f.inv_sigma(v.h) * p.sigma_term(t, v.h, b);
     p.dx = dx;
     p.dfrequencies = dfrequencies;

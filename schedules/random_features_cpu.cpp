@@ -46,50 +46,89 @@ namespace {
 void by_chunks(Func f, const Var &t, const Var &h, const Var &b, int chunk) {
     Var chunk_of("chunk_of");
     f.compute_root().split(t, chunk_of, t, chunk, TailStrategy::GuardWithIf).parallel(chunk_of).parallel(h).parallel(b);
+    for (int k = 0; k < f.num_update_definitions(); k++) {
+        Var task("task");
+        f.update(k).split(t, task, t, chunk, TailStrategy::GuardWithIf).parallel(task).parallel(h).parallel(b);
+    }
 }
 
-// Each stage of a sum f over (x, t, h, b), vectorized over x, a chunk of tokens a task.
+// An elementwise Func of (x, t, h, b), vectorized over x, a chunk of tokens a task.
 void vectorized_by_chunks(Func f, const Var &x, const Var &t, const Var &h, const Var &b, int chunk, int vec) {
     by_chunks(f, t, h, b, chunk);
     f.vectorize(x, vec, TailStrategy::GuardWithIf);
-    for (int k = 0; k < f.num_update_definitions(); k++) {
-        Var chunk_of("chunk_of");
-        f.update(k)
-            .split(t, chunk_of, t, chunk, TailStrategy::GuardWithIf)
-            .parallel(chunk_of)
-            .parallel(h)
-            .parallel(b)
-            .vectorize(x, vec, TailStrategy::GuardWithIf);
-    }
 }
+
+// A GEMM-shaped sum f (x, y, ...): computed a tile of vec x `rows` at a time,
+// x vectorized and y unrolled, each update's reductions outside the tile (its
+// accumulators in registers), into a copy (f.in(), which f's consumers read)
+// rounded up to whole tiles. Returns the copy's loops outside the tile:
+// (x tiles, y tiles), for the caller to order and parallelize.
+struct Tiled {
+    Func out;
+    Var x_tiles{"x_tiles"}, y_tiles{"y_tiles"};
+};
+Tiled register_tiles(Func f, const Var &x, const Var &y, int vec, int rows) {
+    Tiled t{f.in()};
+    Var xi("xi"), yi("yi");
+    f.reorder_storage(x, y);
+    t.out.reorder_storage(x, y).compute_root()
+        .tile(x, y, t.x_tiles, t.y_tiles, xi, yi, vec, rows, TailStrategy::RoundUp)
+        .vectorize(xi)
+        .unroll(yi);
+    f.compute_at(t.out, t.x_tiles).vectorize(x).unroll(y);
+    for (int k = 0; k < f.num_update_definitions(); k++) {
+        std::vector<VarOrRVar> order{x, y};
+        for (const RVar &r : f.rvars(k)) order.push_back(r);
+        f.update(k).reorder(order).vectorize(x).unroll(y);
+    }
+    return t;
+}
+
+// Register tiles of a sum over (x, t, h, b): tiles of `rows` tokens, a chunk a task.
+void token_tiles(Func f, const Var &x, const Var &t, const Var &h, const Var &b, int chunk, int vec, int rows) {
+    Tiled tiled = register_tiles(f, x, t, vec, rows);
+    Var task("task");
+    tiled.out.split(tiled.y_tiles, task, tiled.y_tiles, chunk / rows).parallel(task).parallel(h).parallel(b);
+}
+
+// A copy of `f` for `consumer`, at root, stored with `inner` innermost: the
+// operand a vectorized sum reads as vectors.
+void transposed_for(Func f, Func consumer, const Var &inner, const std::vector<Var> &rest, const Var &h,
+                    const Var &b) {
+    Func copy = f.in(consumer);
+    std::vector<Var> storage{inner};
+    storage.insert(storage.end(), rest.begin(), rest.end());
+    copy.compute_root().reorder_storage(storage).reorder(std::vector<VarOrRVar>(storage.begin(), storage.end()));
+    copy.parallel(h).parallel(b);
+}
+
+constexpr int tile_rows = 8;
 
 void schedule_factors(FeatureFactors &f, const RandomFeatureVars &v, int chunk, int vec) {
     f.inv_sigma.compute_root();
     f.quarter_norm.compute_root();
     f.u.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.t, chunk, TailStrategy::GuardWithIf).parallel(v.h).parallel(v.b);
-    vectorized_by_chunks(f.projection, v.m, v.t, v.h, v.b, chunk, vec);
+    // W with m innermost: the projection's vectors of features.
+    Func w = f.frequencies.in(f.projection);
+    const std::vector<Var> d_m_h = w.args();
+    w.compute_root().reorder_storage(d_m_h[1], d_m_h[0], d_m_h[2]).reorder(d_m_h[1], d_m_h[0], d_m_h[2]);
+    w.vectorize(d_m_h[1], vec, TailStrategy::GuardWithIf);
+    token_tiles(f.projection, v.m, v.t, v.h, v.b, chunk, vec, tile_rows);
+    // x and its ones column, copied once: read in place, its clamp on d made the
+    // state's tiles gather.
+    vectorized_by_chunks(f.values, v.d, v.t, v.h, v.b, chunk, vec);
     by_chunks(f.norm, v.t, v.h, v.b, chunk);
     by_chunks(f.shift, v.t, v.h, v.b, chunk);
     vectorized_by_chunks(f.rho, v.m, v.t, v.h, v.b, chunk, vec);
     vectorized_by_chunks(f.kappa, v.m, v.t, v.h, v.b, chunk, vec);
 }
 
-// A state (m, d, c, h, b): the chunks' sums d innermost, a chunk a task; the
-// scan in order within a (head, batch), vectorized over d.
-void schedule_state(Func per_chunk, Func state, const RandomFeatureVars &v, RVar in_chunk, RVar chunks, int vec) {
-    per_chunk.compute_root()
-        .reorder_storage(v.d, v.m, v.c)
-        .reorder(v.d, v.m, v.c)
-        .vectorize(v.d, vec, TailStrategy::GuardWithIf)
-        .parallel(v.c)
-        .parallel(v.h)
-        .parallel(v.b);
-    per_chunk.update()
-        .reorder(v.d, v.m, in_chunk, v.c)
-        .vectorize(v.d, vec, TailStrategy::GuardWithIf)
-        .parallel(v.c)
-        .parallel(v.h)
-        .parallel(v.b);
+// A state (m, d, c, h, b): each chunk's sums in register tiles (d vectorized,
+// features unrolled), a chunk a task, d innermost; the scan in order within a
+// (head, batch), vectorized over d.
+void schedule_state(Func per_chunk, Func state, const RandomFeatureVars &v, RVar chunks, int vec) {
+    Tiled tiled = register_tiles(per_chunk, v.d, v.m, vec, tile_rows);
+    tiled.out.reorder(tiled.x_tiles, tiled.y_tiles, v.c).parallel(v.c).parallel(v.h).parallel(v.b);
     state.compute_root().reorder_storage(v.d, v.m, v.c).reorder(v.d, v.m, v.c).vectorize(v.d, vec, TailStrategy::GuardWithIf);
     state.parallel(v.h).parallel(v.b);
     state.update().reorder(v.d, v.m, chunks, v.h, v.b).vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.h).parallel(v.b);
@@ -101,9 +140,10 @@ void schedule_random_feature_forward_cpu(RandomFeaturePipeline &p, const CpuRand
     const RandomFeatureVars &v = p.v;
     const int vec = k.vector, chunk = p.chunk;
     schedule_factors(p.f, v, chunk, vec);
-    schedule_state(p.chunk_state, p.state, v, p.in_chunk.x, p.chunks.x, vec);
-    vectorized_by_chunks(p.key_product, v.j, v.t, v.h, v.b, chunk, vec);
-    vectorized_by_chunks(p.numerator, v.d, v.t, v.h, v.b, chunk, vec);
+    schedule_state(p.chunk_state, p.state, v, p.chunks.x, vec);
+    transposed_for(p.f.kappa, p.key_product, v.t, {v.m}, v.h, v.b);
+    token_tiles(p.key_product, v.j, v.t, v.h, v.b, chunk, vec, tile_rows);
+    token_tiles(p.numerator, v.d, v.t, v.h, v.b, chunk, vec, tile_rows);
     p.y.vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.t, chunk, TailStrategy::GuardWithIf).parallel(v.h).parallel(v.b);
     p.lse.parallel(v.h).parallel(v.b);
 }
@@ -115,20 +155,26 @@ void schedule_random_feature_backward_cpu(RandomFeatureBackwardPipeline &p, cons
     by_chunks(p.row_dot, v.t, v.h, v.b, chunk);
     by_chunks(p.inv_row_sum, v.t, v.h, v.b, chunk);
     vectorized_by_chunks(p.outer, v.d, v.t, v.h, v.b, chunk, vec);
-    schedule_state(p.chunk_state, p.state, v, p.in_chunk.x, p.chunks.x, vec);
-    schedule_state(p.chunk_query_state, p.query_state, v, p.in_chunk.x, p.chunks.x, vec);
-    vectorized_by_chunks(p.key_product, v.j, v.t, v.h, v.b, chunk, vec);
-    vectorized_by_chunks(p.pair_gradient, v.j, v.t, v.h, v.b, chunk, vec);
-    vectorized_by_chunks(p.query_gradient, v.m, v.t, v.h, v.b, chunk, vec);
-    vectorized_by_chunks(p.key_gradient, v.m, v.t, v.h, v.b, chunk, vec);
-    vectorized_by_chunks(p.value_gradient, v.d, v.t, v.h, v.b, chunk, vec);
+    schedule_state(p.chunk_state, p.state, v, p.chunks.x, vec);
+    schedule_state(p.chunk_query_state, p.query_state, v, p.chunks.x, vec);
+    transposed_for(p.f.kappa, p.key_product, v.t, {v.m}, v.h, v.b);
+    token_tiles(p.key_product, v.j, v.t, v.h, v.b, chunk, vec, tile_rows);
+    transposed_for(p.f.values, p.pair_gradient, v.t, {v.d}, v.h, v.b);
+    token_tiles(p.pair_gradient, v.j, v.t, v.h, v.b, chunk, vec, tile_rows);
+    transposed_for(p.state, p.query_gradient, v.m, {v.d, v.c}, v.h, v.b);
+    token_tiles(p.query_gradient, v.m, v.t, v.h, v.b, chunk, vec, tile_rows);
+    transposed_for(p.query_state, p.key_gradient, v.m, {v.d, v.c}, v.h, v.b);
+    token_tiles(p.key_gradient, v.m, v.t, v.h, v.b, chunk, vec, tile_rows);
+    token_tiles(p.value_gradient, v.d, v.t, v.h, v.b, chunk, vec, tile_rows);
     vectorized_by_chunks(p.exponent_gradient, v.m, v.t, v.h, v.b, chunk, vec);
     by_chunks(p.exponent_gradient_sum, v.t, v.h, v.b, chunk);
     by_chunks(p.sigma_term, v.t, v.h, v.b, chunk);
-    vectorized_by_chunks(p.frequency_term, v.d, v.t, v.h, v.b, chunk, vec);
+    token_tiles(p.frequency_term, v.d, v.t, v.h, v.b, chunk, vec, tile_rows);
     p.dx.vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.t, chunk, TailStrategy::GuardWithIf).parallel(v.h).parallel(v.b);
-    p.dfrequencies.compute_root().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.h);
-    p.dfrequencies.update().vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.m).parallel(v.h);
+    // dW (d, m, h): tiles of d and features, summed over every token of the head.
+    Tiled dw = register_tiles(p.frequency_gradient, v.d, v.m, vec, tile_rows);
+    dw.out.parallel(dw.y_tiles).parallel(v.h);
+    p.dfrequencies.vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.h);
     p.dsigma.compute_root();
 }
 
