@@ -91,15 +91,19 @@ void token_tiles(Func f, const Var &x, const Var &t, const Var &h, const Var &b,
     tiled.out.split(tiled.y_tiles, task, tiled.y_tiles, chunk / rows).parallel(task).parallel(h).parallel(b);
 }
 
-// A copy of `f` for `consumer`, at root, stored with `inner` innermost: the
-// operand a vectorized sum reads as vectors.
-void transposed_for(Func f, Func consumer, const Var &inner, const std::vector<Var> &rest, const Var &h,
-                    const Var &b) {
+// A copy of `f` (x, y, ...) for `consumer`, at root, transposed: y innermost,
+// the operand a vectorized sum reads as vectors. Squares of vec x vec move
+// through registers (shuffles), not an element at a time.
+void transposed_for(Func f, Func consumer, const Var &x, const Var &y, const Var &h, const Var &b, int vec) {
     Func copy = f.in(consumer);
-    std::vector<Var> storage{inner};
-    storage.insert(storage.end(), rest.begin(), rest.end());
-    copy.compute_root().reorder_storage(storage).reorder(std::vector<VarOrRVar>(storage.begin(), storage.end()));
-    copy.parallel(h).parallel(b);
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    copy.compute_root()
+        .reorder_storage(y, x)
+        .tile(y, x, yo, xo, yi, xi, vec, vec, TailStrategy::GuardWithIf)
+        .vectorize(yi)
+        .unroll(xi)
+        .parallel(h)
+        .parallel(b);
 }
 
 constexpr int tile_rows = 8;
@@ -141,7 +145,7 @@ void schedule_random_feature_forward_cpu(RandomFeaturePipeline &p, const CpuRand
     const int vec = k.vector, chunk = p.chunk;
     schedule_factors(p.f, v, chunk, vec);
     schedule_state(p.chunk_state, p.state, v, p.chunks.x, vec);
-    transposed_for(p.f.kappa, p.key_product, v.t, {v.m}, v.h, v.b);
+    transposed_for(p.f.kappa, p.key_product, v.m, v.t, v.h, v.b, vec);
     token_tiles(p.key_product, v.j, v.t, v.h, v.b, chunk, vec, tile_rows);
     token_tiles(p.numerator, v.d, v.t, v.h, v.b, chunk, vec, tile_rows);
     p.y.vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.t, chunk, TailStrategy::GuardWithIf).parallel(v.h).parallel(v.b);
@@ -157,13 +161,13 @@ void schedule_random_feature_backward_cpu(RandomFeatureBackwardPipeline &p, cons
     vectorized_by_chunks(p.outer, v.d, v.t, v.h, v.b, chunk, vec);
     schedule_state(p.chunk_state, p.state, v, p.chunks.x, vec);
     schedule_state(p.chunk_query_state, p.query_state, v, p.chunks.x, vec);
-    transposed_for(p.f.kappa, p.key_product, v.t, {v.m}, v.h, v.b);
+    transposed_for(p.f.kappa, p.key_product, v.m, v.t, v.h, v.b, vec);
     token_tiles(p.key_product, v.j, v.t, v.h, v.b, chunk, vec, tile_rows);
-    transposed_for(p.f.values, p.pair_gradient, v.t, {v.d}, v.h, v.b);
+    transposed_for(p.f.values, p.pair_gradient, v.d, v.t, v.h, v.b, vec);
     token_tiles(p.pair_gradient, v.j, v.t, v.h, v.b, chunk, vec, tile_rows);
-    transposed_for(p.state, p.query_gradient, v.m, {v.d, v.c}, v.h, v.b);
+    transposed_for(p.state, p.query_gradient, v.d, v.m, v.h, v.b, vec);
     token_tiles(p.query_gradient, v.m, v.t, v.h, v.b, chunk, vec, tile_rows);
-    transposed_for(p.query_state, p.key_gradient, v.m, {v.d, v.c}, v.h, v.b);
+    transposed_for(p.query_state, p.key_gradient, v.d, v.m, v.h, v.b, vec);
     token_tiles(p.key_gradient, v.m, v.t, v.h, v.b, chunk, vec, tile_rows);
     token_tiles(p.value_gradient, v.d, v.t, v.h, v.b, chunk, vec, tile_rows);
     vectorized_by_chunks(p.exponent_gradient, v.m, v.t, v.h, v.b, chunk, vec);
