@@ -341,9 +341,10 @@ public:
         gka::define_random_feature_forward(p, *x, *sigma, *frequencies, head_dim, features, seq_len, *causal,
                                            schedule.chunk(), *y, *lse);
         schedule.apply(p);
-        dense_features(*x, head_dim, heads, seq_len, batch);
-        dense_features(*y, head_dim, heads, seq_len, batch);
-        dense_rows(*lse, heads, seq_len, batch);
+        // A slice of the call's heads (runtime/cpu_random_features.cpp), as the backward's.
+        head_slice(*x, {head_dim, heads, seq_len, batch}, 2);
+        head_slice(*y, {head_dim, heads, seq_len, batch}, 2);
+        head_slice(*lse, {seq_len, heads, batch}, 2);
         sigma->dim(0).set_bounds(0, heads);
         dense_frequencies(*frequencies, head_dim, features, heads);
     }
@@ -381,9 +382,9 @@ public:
         gka::define_random_feature_backward(p, *x, *sigma, *frequencies, *y, *lse, *dy, head_dim, features, seq_len,
                                             batch, *causal, schedule.chunk(), *dx, *dfrequencies, *dsigma);
         schedule.apply(p);
-        for (auto *buf : {x, y, dy}) dense_features(*buf, head_dim, heads, seq_len, batch);
-        dense_features(*dx, head_dim, heads, seq_len, batch);
-        dense_rows(*lse, heads, seq_len, batch);
+        for (auto *buf : {x, y, dy}) head_slice(*buf, {head_dim, heads, seq_len, batch}, 2);
+        head_slice(*dx, {head_dim, heads, seq_len, batch}, 2);
+        head_slice(*lse, {seq_len, heads, batch}, 2);
         sigma->dim(0).set_bounds(0, heads);
         dsigma->dim(0).set_bounds(0, heads);
         dense_frequencies(*frequencies, head_dim, features, heads);
