@@ -15,7 +15,9 @@ runs packed sequences of mixed lengths (torch.ops.gka.forward_varlen);
 gka_attention_chunked cuts the sequence into chunks whose partial results merge
 exactly (torch.ops.gka.forward_chunk, merge_chunks), and gka_torch.distributed
 shards a sequence across torch.distributed processes on them. gka_decode runs new
-tokens against a cache of the features before them (torch.ops.gka.decode). libgka is loaded
+tokens against a cache of the features before them (torch.ops.gka.decode).
+gka_attention_features is random-feature GKA, linear in T (torch.ops.gka.forward_features;
+docs/random-features.md): gradients flow to x, sigma and the frequencies. libgka is loaded
 with ctypes from GKA_LIBRARY (a path) if set, else from the installation this
 package came with, else from the system's library path (gka_torch._lib).
 
@@ -30,18 +32,19 @@ except ImportError as e:
     raise ImportError("gka_torch needs PyTorch: pip install torch "
                       "(CPU-only: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from e
 
-from ._ops import (KERNELS, gka_attention, gka_attention_chunked, gka_attention_varlen, gka_decode,
-                   merge_chunks)
+from ._ops import (KERNELS, gka_attention, gka_attention_chunked, gka_attention_features, gka_attention_varlen,
+                   gka_decode, merge_chunks)
 from . import _ops
 from ._ops import LIB as _LIB
 from ._ops import LIBRARY_PATH as _LIBRARY_PATH
 from ._lib import check as _check
 from ._lib import has_cuda as _has_cuda
 from ._module import DecodeCache, GaussianKernelAttention
-from .reference import gka_attention_reference, gka_forward_reference
+from .reference import gka_attention_reference, gka_features_reference, gka_forward_reference
 
 __all__ = ["GaussianKernelAttention", "DecodeCache", "KERNELS", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
-           "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference", "library_path",
+           "gka_attention_features", "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference",
+           "gka_features_reference", "library_path",
            "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel", "set_num_threads",
            "get_num_threads", "memory_stats", "reset_peak_memory", "info"]
 

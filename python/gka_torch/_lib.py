@@ -56,7 +56,8 @@ class Call(ctypes.Structure):
                 ("kernel", ctypes.c_int), ("scores", ctypes.c_int), ("device", ctypes.c_int), ("stream", _p),
                 ("cu_seqlens", _p), ("chunk", ctypes.POINTER(Chunk)), ("cache_capacity", ctypes.c_int64),
                 ("cache_lens", _p), ("x", _p), ("sigma", _p), ("y", _p), ("lse", _p), ("dy", _p), ("dx", _p),
-                ("dsigma", _p), ("keys", _p), ("dx_keys", _p), ("cache", _p)]
+                ("dsigma", _p), ("keys", _p), ("dx_keys", _p), ("cache", _p),
+                ("features", ctypes.c_int64), ("frequencies", _p), ("dfrequencies", _p)]
 
     def __init__(self, **fields):
         fields.setdefault("window", Window(-1, 0))  # gka_call_init's: causal

@@ -1,4 +1,5 @@
 """The custom ops gka::forward and gka::backward over libgka, and their autograd;
+random-feature GKA's gka::forward_features and gka::backward_features;
 their variable-length forms gka::forward_varlen and gka::backward_varlen; a chunk's
 passes gka::forward_chunk and gka::backward_chunk; gka::decode, inference against a
 feature cache.
@@ -73,24 +74,23 @@ def _check(x, sigma, fake=False, autocast=False):
             "tensors, or load a libgka built with CUDA through GKA_LIBRARY")
 
 
-def _run(pass_, features, window, kernel, shape=None, **fields):
+def _run(pass_, like, window, kernel, shape=None, **fields):
     """Runs libgka's gka_run_`pass_` ("forward", "backward" or "decode") on a
-    description of the call: the dtype and device of `features` (torch's current
-    stream of a CUDA device), `shape` (that of `features` by default), the
+    description of the call: the dtype and device of the features `like` (torch's
+    current stream of a CUDA device), `shape` (that of `like` by default), the
     window, the kernel function, the score policy set (set_score_policy) and
     `fields`, gka_call's fields by name (tensors by their data pointers); raises
     libgka's error."""
-    x = features
-    call = _lib.Call(shape=_lib.Shape(*(x.shape if shape is None else shape)), window=_lib.Window(*window),
-                     dtype=_FEATURE_DTYPES[x.dtype], kernel=KERNELS.index(_kernel(kernel)), scores=_score_policy)
+    call = _lib.Call(shape=_lib.Shape(*(like.shape if shape is None else shape)), window=_lib.Window(*window),
+                     dtype=_FEATURE_DTYPES[like.dtype], kernel=KERNELS.index(_kernel(kernel)), scores=_score_policy)
     for name, value in fields.items():
         setattr(call, name, value.data_ptr() if isinstance(value, torch.Tensor) else value)
     name = "gka_run_" + pass_
-    if x.device.type == "cpu":
+    if like.device.type == "cpu":
         status = getattr(LIB, name)(call)
     else:
-        with torch.cuda.device(x.device):
-            call.device, call.stream = _lib.GKA_CUDA, torch.cuda.current_stream(x.device).cuda_stream
+        with torch.cuda.device(like.device):
+            call.device, call.stream = _lib.GKA_CUDA, torch.cuda.current_stream(like.device).cuda_stream
             status = getattr(LIB, name)(call)
     _lib.check(LIB, status, name)
 
@@ -524,6 +524,103 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0), kernel="gaussian"
                          f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
     x, sigma = _autocast_inputs(x, sigma, packed=True)
     return torch.ops.gka.forward_varlen(x, cu_seqlens.to("cpu", torch.int64), sigma, left, right, _kernel(kernel))[0]
+
+
+def _check_frequencies(x, frequencies):
+    """W [H, M, D] float32 on x's device (metadata only: also on fake tensors)."""
+    if not isinstance(frequencies, torch.Tensor) or frequencies.dim() != 3 or \
+            (frequencies.shape[0], frequencies.shape[2]) != (x.shape[2], x.shape[3]):
+        raise ValueError(f"gka: frequencies must be [heads, features, head_dim] = [{x.shape[2]}, M, {x.shape[3]}], "
+                         f"got {tuple(frequencies.shape) if isinstance(frequencies, torch.Tensor) else frequencies!r}")
+    if frequencies.dtype != torch.float32 or frequencies.device != x.device:
+        raise TypeError(f"gka: frequencies must be float32 on {x.device}, got {frequencies.dtype} on "
+                        f"{frequencies.device}")
+
+
+@torch.library.custom_op("gka::forward_features", mutates_args=())
+def forward_features(x: torch.Tensor, sigma: torch.Tensor, frequencies: torch.Tensor, left: int,
+                     right: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, lse) of random-feature GKA (docs/random-features.md): x [B,T,H,D] against
+    M features a head, frequencies [H,M,D]."""
+    _check(x, sigma)
+    _check_frequencies(x, frequencies)
+    x, sigma, frequencies = x.contiguous(), sigma.float().contiguous(), frequencies.contiguous()
+    B, T, H, D = x.shape
+    y = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
+    lse = torch.empty((B, H, T), dtype=torch.float32, device=x.device)
+    _run("forward", x, (left, right), "gaussian", x=x, sigma=sigma, y=y, lse=lse, features=frequencies.shape[1],
+         frequencies=frequencies)
+    return y, lse
+
+
+@forward_features.register_fake
+def _(x, sigma, frequencies, left, right):
+    _check(x, sigma, fake=True)
+    _check_frequencies(x, frequencies)
+    B, T, H, D = x.shape
+    return x.new_empty((B, T, H, D)), x.new_empty((B, H, T), dtype=torch.float32)
+
+
+@torch.library.custom_op("gka::backward_features", mutates_args=())
+def backward_features(x: torch.Tensor, sigma: torch.Tensor, frequencies: torch.Tensor, y: torch.Tensor,
+                      lse: torch.Tensor, dy: torch.Tensor, left: int,
+                      right: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dsigma, dfrequencies): gradients of sum(dy * y) from the forward's y and lse."""
+    _check(x, sigma)
+    _check_frequencies(x, frequencies)
+    x, y, lse, dy, frequencies = (t.contiguous() for t in (x, y, lse, dy, frequencies))
+    sigma = sigma.float().contiguous()
+    B, T, H, D = x.shape
+    if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
+        raise ValueError(f"gka: backward needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, T], got "
+                         f"y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    _check_backward_inputs(x, y, lse, dy)
+    dx = torch.empty_like(x)
+    dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
+    dfrequencies = torch.empty_like(frequencies)
+    _run("backward", x, (left, right), "gaussian", x=x, sigma=sigma, y=y, lse=lse, dy=dy, dx=dx, dsigma=dsigma,
+         features=frequencies.shape[1], frequencies=frequencies, dfrequencies=dfrequencies)
+    return dx, dsigma, dfrequencies
+
+
+@backward_features.register_fake
+def _(x, sigma, frequencies, y, lse, dy, left, right):
+    _check(x, sigma, fake=True)
+    return (torch.empty_like(x, memory_format=torch.contiguous_format),
+            sigma.new_empty(sigma.shape, dtype=torch.float32), torch.empty_like(frequencies))
+
+
+def _setup_features_context(ctx, inputs, output):
+    x, sigma, frequencies, left, right = inputs
+    y, lse = output
+    ctx.save_for_backward(x, sigma, frequencies, y, lse)
+    ctx.window = (left, right)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward_features(ctx, dy, _dlse):
+    x, sigma, frequencies, y, lse = ctx.saved_tensors
+    dx, dsigma, dfrequencies = torch.ops.gka.backward_features(x, sigma, frequencies, y, lse, dy.to(x.dtype),
+                                                               *ctx.window)
+    wanted = ctx.needs_input_grad
+    return (dx if wanted[0] else None, dsigma.to(sigma.dtype) if wanted[1] else None,
+            dfrequencies if wanted[2] else None, None, None)
+
+
+forward_features.register_autograd(_backward_features, setup_context=_setup_features_context)
+backward_features.register_autograd(_no_double_backward)
+
+
+def gka_attention_features(x, sigma, frequencies, window=(-1, 0), return_lse=False):
+    """Random-feature GKA (docs/random-features.md): the Gaussian's weights estimated
+    from M features a head, in time linear in T. x [B,T,H,D] float32, sigma [H],
+    frequencies [H,M,D] float32 (standard normal draws give the Gaussian's
+    estimator; gradients flow to them, to x and to sigma). window: (-1, 0) causal
+    or (-1, -1) full. lse [B,H,T] is the log of each row's estimated weight sum
+    (-inf on a row without an estimate, whose y is x)."""
+    left, right = _window(window)
+    y, lse = torch.ops.gka.forward_features(x, sigma, frequencies, left, right)
+    return (y, lse) if return_lse else y
 
 
 def gka_attention(x, sigma, window=(-1, 0), return_lse=False, kernel="gaussian"):

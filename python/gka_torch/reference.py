@@ -48,3 +48,17 @@ def gka_forward_reference(x, sigma, window=(-1, 0), kernel="gaussian"):
 
 def gka_attention_reference(x, sigma, window=(-1, 0), kernel="gaussian"):
     return gka_forward_reference(x, sigma, window, kernel)[0]
+
+
+def gka_features_reference(x, sigma, frequencies, window=(-1, 0)):
+    """Random-feature GKA (docs/spec.md, "Random-feature GKA"), dense, in x's dtype:
+    (y, lse) for x [B,T,H,D], sigma [H], frequencies [H,M,D]. The features
+    unshifted: for inputs whose exponents the dtype holds (tests, float64)."""
+    u = x.permute(0, 2, 1, 3) / sigma[None, :, None, None]              # [B, H, T, D]
+    exponent = torch.einsum("bhtd,hmd->bhtm", u, frequencies) - (u * u).sum(-1, keepdim=True)
+    f = torch.exp(exponent)                                              # [B, H, T, M]
+    k = (f @ f.transpose(-1, -2)) / frequencies.shape[1]                 # [B, H, Tq, Tk]
+    k = k.masked_fill(~window_mask(x.shape[1], window, x.device), 0.0)
+    row = k.sum(-1)
+    y = ((k / row[..., None]) @ x.permute(0, 2, 1, 3)).permute(0, 2, 1, 3)
+    return y, torch.log(row)

@@ -666,6 +666,50 @@ class Chunks(unittest.TestCase):
                               (x, x[:, :4], sigma, y, lse, torch.ones_like(y), 0, 0, -1, 0))
 
 
+class RandomFeatures(unittest.TestCase):
+    """gka_attention_features against the dense double reference of the same
+    feature map (gka_features_reference), gradients by its autograd."""
+
+    def test_forward_and_gradients_match_reference(self):
+        for window in ((-1, 0), (-1, -1)):
+            for t, d, m in ((37, 24, 16), (70, 8, 33)):
+                with self.subTest(window=window, t=t, d=d, m=m):
+                    x, _ = inputs(d, seed=21, b=2, t=t, h=2)
+                    x = 0.4 * x / d ** 0.5  # |u|^2 ~ 0.16 at sigma 1: the estimator's regime
+                    sigma = torch.tensor([1.0, 1.3], dtype=torch.float64)
+                    w = torch.randn(2, m, d, generator=torch.Generator().manual_seed(22), dtype=torch.float64)
+                    dy = torch.randn(x.shape, generator=torch.Generator().manual_seed(23), dtype=torch.float64)
+                    leaves = [v.clone().requires_grad_() for v in (x, sigma, w)]
+                    want_y, want_lse = gka_torch.gka_features_reference(*leaves, window)
+                    (want_y * dy).sum().backward()
+                    got = [v.float().requires_grad_() for v in (x, sigma, w)]
+                    y, lse = gka_torch.gka_attention_features(*got, window, return_lse=True)
+                    (y * dy.float()).sum().backward()
+                    self.assertLess(rel_err(y, want_y.detach()), RTOL)
+                    self.assertLess((lse.double() - want_lse.detach()).abs().max().item(), 1e-5)
+                    for name, g, want in zip(("dx", "dsigma", "dW"), got, leaves):
+                        self.assertLess(rel_err(g.grad, want.grad), 1e-4, name)
+
+    def test_errors(self):
+        x, sigma, w = torch.ones(1, 4, 2, 8), torch.ones(2), torch.ones(2, 3, 8)
+        with self.assertRaisesRegex(ValueError, "frequencies must be"):
+            gka_torch.gka_attention_features(x, sigma, torch.ones(2, 3, 7))
+        with self.assertRaisesRegex(TypeError, "frequencies must be float32"):
+            gka_torch.gka_attention_features(x, sigma, w.double())
+        with self.assertRaisesRegex(NotImplementedError, "O\\(T\\*W\\)"):
+            gka_torch.gka_attention_features(x, sigma, w, window=(3, 0))
+        with self.assertRaisesRegex(ValueError, "must be finite"):
+            gka_torch.gka_attention_features(x, sigma, torch.full((2, 3, 8), float("nan")))
+
+    def test_opcheck(self):
+        x, sigma = (t.float() for t in inputs(8, b=1, t=6, h=2))
+        w = torch.randn(2, 5, 8)
+        torch.library.opcheck(torch.ops.gka.forward_features.default, (x, sigma, w, -1, 0))
+        y, lse = torch.ops.gka.forward_features(x, sigma, w, -1, 0)
+        torch.library.opcheck(torch.ops.gka.backward_features.default,
+                              (x, sigma, w, y, lse, torch.ones_like(y), -1, 0))
+
+
 class Module(unittest.TestCase):
     """GaussianKernelAttention against the functional op it wraps: the same values and
     gradients (bitwise: the same kernels on the same numbers) in every layout and
