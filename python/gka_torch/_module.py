@@ -4,7 +4,7 @@ import math
 import torch
 from torch import nn
 
-from ._ops import _kernel, checked_window, gka_attention, gka_decode
+from ._ops import _kernel, checked_window, gka_attention, gka_attention_features, gka_decode
 
 _LAYOUTS = ("bthd", "bhtd")
 
@@ -57,6 +57,14 @@ class GaussianKernelAttention(nn.Module):
             sigma's default suits the Gaussian; it is each kernel's length
             scale all the same (the score of two unrelated tokens about sqrt(2D)
             apart: -2 Gaussian, -2 Laplace, -log 5 Cauchy).
+        features: M > 0 runs random-feature GKA (docs/random-features.md): the
+            Gaussian's weights estimated from M features a head, in time linear in
+            T; the causal or full window, the Gaussian, float32 on the CPU. Its
+            frequencies [H, M, D] are drawn standard normal from torch's generator
+            (torch.manual_seed makes them reproducible) and saved in the state dict.
+        learn_frequencies: with features, the frequencies are a parameter that
+            trains (a learned spectral kernel) instead of a fixed buffer (the
+            Gaussian's estimator).
 
     forward(x) returns y of x's shape and dtype, and with return_lse also lse
     [B, H, T] float32 (each row's log sum of exp(score), FlashAttention's
@@ -87,7 +95,7 @@ class GaussianKernelAttention(nn.Module):
     """
 
     def __init__(self, heads, head_dim, window=(-1, 0), sigma=None, layout="bthd", return_lse=False,
-                 kernel="gaussian"):
+                 kernel="gaussian", features=None, learn_frequencies=False):
         super().__init__()
         for name, v in (("heads", heads), ("head_dim", head_dim)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -107,6 +115,25 @@ class GaussianKernelAttention(nn.Module):
         # in sigma, a far larger relative change for sharp heads than for flat
         # ones. The examples train the same log_sigma.
         self.log_sigma = nn.Parameter(torch.full((heads,), math.log(sigma)))
+        self.features = self._checked_features(features, learn_frequencies)
+        if self.features:
+            frequencies = torch.randn(heads, self.features, head_dim)
+            if learn_frequencies:
+                self.frequencies = nn.Parameter(frequencies)
+            else:
+                self.register_buffer("frequencies", frequencies)
+
+    def _checked_features(self, features, learn_frequencies):
+        if features is None:
+            if learn_frequencies:
+                raise ValueError("gka: learn_frequencies needs features=M (random-feature GKA)")
+            return 0
+        if isinstance(features, bool) or not isinstance(features, int) or features < 1:
+            raise ValueError(f"gka: features must be an int >= 1 (M, the random features a head), got {features!r}")
+        if self.kernel != "gaussian" or self.window not in ((-1, 0), (-1, -1)):
+            raise ValueError(f"gka: random features estimate the Gaussian under the causal (-1, 0) or full (-1, -1) "
+                             f"window; this module has kernel {self.kernel!r} and window {self.window}")
+        return features
 
     @property
     def sigma(self):
@@ -143,7 +170,10 @@ class GaussianKernelAttention(nn.Module):
 
     def forward(self, x):
         xb, as_given = self._as_bthd(x)
-        y, lse = gka_attention(xb, self._checked_sigma(), self.window, return_lse=True, kernel=self.kernel)
+        if self.features:
+            y, lse = gka_attention_features(xb, self._checked_sigma(), self.frequencies, self.window, return_lse=True)
+        else:
+            y, lse = gka_attention(xb, self._checked_sigma(), self.window, return_lse=True, kernel=self.kernel)
         return (as_given(y), lse) if self.return_lse else as_given(y)
 
     def new_cache(self, batch, capacity=None, dtype=torch.float32, device="cpu"):
@@ -153,6 +183,9 @@ class GaussianKernelAttention(nn.Module):
         sequence, prompt included). dtype: the features' (float32 or bfloat16)."""
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError(f"gka: batch must be an int >= 1, got {batch!r}")
+        if self.features:
+            raise NotImplementedError("gka: random-feature GKA has no decode yet (its cache would be the state, "
+                                      "M x D a head)")
         left, right = self.window
         if right != 0:
             raise ValueError(f"gka: decoding needs a window whose right span is 0 (causal or sliding), this module's "
@@ -211,4 +244,6 @@ class GaussianKernelAttention(nn.Module):
 
     def extra_repr(self):
         return (f"heads={self.heads}, head_dim={self.head_dim}, window={self.window}, layout={self.layout!r}, "
-                f"return_lse={self.return_lse}, kernel={self.kernel!r}")
+                f"return_lse={self.return_lse}, kernel={self.kernel!r}"
+                + (f", features={self.features}, learn_frequencies={isinstance(self.frequencies, nn.Parameter)}"
+                   if self.features else ""))

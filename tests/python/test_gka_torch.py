@@ -701,6 +701,30 @@ class RandomFeatures(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "must be finite"):
             gka_torch.gka_attention_features(x, sigma, torch.full((2, 3, 8), float("nan")))
 
+    def test_module(self):
+        torch.manual_seed(5)
+        fixed = gka_torch.GaussianKernelAttention(2, 8, features=16)
+        learned = gka_torch.GaussianKernelAttention(2, 8, window=(-1, -1), features=16, learn_frequencies=True)
+        self.assertNotIn("frequencies", dict(fixed.named_parameters()))
+        self.assertIn("frequencies", fixed.state_dict())  # the estimator's draws are kept with the model
+        self.assertEqual(learned.frequencies.shape, (2, 16, 8))
+        x = torch.randn(2, 9, 16, requires_grad=True)
+        y = fixed(x)
+        want = gka_torch.gka_attention_features(x.unflatten(2, (2, 8)), fixed.sigma, fixed.frequencies).flatten(2)
+        self.assertTrue(torch.equal(y, want))
+        learned(x).sum().backward()
+        self.assertIsNotNone(learned.frequencies.grad)
+        self.assertIsNotNone(learned.log_sigma.grad)
+        self.assertIn("features=16", repr(learned))
+        for kwargs, says in ((dict(features=0), "features must be an int >= 1"),
+                             (dict(features=4, window=(3, 0)), "causal"),
+                             (dict(features=4, kernel="laplace"), "Gaussian"),
+                             (dict(learn_frequencies=True), "needs features")):
+            with self.subTest(kwargs=kwargs), self.assertRaisesRegex(ValueError, says):
+                gka_torch.GaussianKernelAttention(2, 8, **kwargs)
+        with self.assertRaisesRegex(NotImplementedError, "no decode yet"):
+            fixed.new_cache(1, 16)
+
     def test_opcheck(self):
         x, sigma = (t.float() for t in inputs(8, b=1, t=6, h=2))
         w = torch.randn(2, 5, 8)
