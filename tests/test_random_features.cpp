@@ -243,3 +243,69 @@ TEST_CASE("random features: the estimator's error falls like 1/sqrt(M)", "[rando
     CHECK(few / many < 5.3);
     CHECK(many < 0.05);
 }
+
+TEST_CASE("random features: frequencies drawn from a seed", "[random-features]") {
+    const int64_t H = 2, M = 40, D = 16;
+    std::vector<float> a(H * M * D), b(a.size()), c(a.size());
+    REQUIRE(gka_draw_frequencies(H, M, D, 7, 1, a.data()) == GKA_OK);
+    REQUIRE(gka_draw_frequencies(H, M, D, 7, 1, b.data()) == GKA_OK);
+    REQUIRE(gka_draw_frequencies(H, M, D, 8, 1, c.data()) == GKA_OK);
+    CHECK(a == b);
+    CHECK(a != c);
+    // Orthogonal: the rows of a block (D of them; the last block 8) are
+    // orthogonal, and their squared norms average D, as a normal vector's.
+    double squared_norms = 0;
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t m = 0; m < M; m++) {
+            const float *row = &a[(h * M + m) * D];
+            double norm = 0;
+            for (int64_t k = 0; k < D; k++) norm += double(row[k]) * row[k];
+            squared_norms += norm;
+            for (int64_t q = m / D * D; q < m; q++) {
+                const float *other = &a[(h * M + q) * D];
+                double dot = 0, other_norm = 0;
+                for (int64_t k = 0; k < D; k++) dot += double(row[k]) * other[k], other_norm += double(other[k]) * other[k];
+                CHECK(std::abs(dot) <= 1e-5 * std::sqrt(norm * other_norm));
+            }
+        }
+    CHECK(std::abs(squared_norms / double(H * M) - D) < 0.25 * D);
+    // Independent: entries of mean 0 and variance 1.
+    std::vector<float> iid(20000);
+    REQUIRE(gka_draw_frequencies(1, 1250, 16, 3, 0, iid.data()) == GKA_OK);
+    double mean = 0, square = 0;
+    for (float v : iid) mean += v, square += double(v) * v;
+    mean /= double(iid.size()), square /= double(iid.size());
+    CHECK(std::abs(mean) < 0.03);
+    CHECK(std::abs(square - 1) < 0.05);
+    CHECK(gka_draw_frequencies(1, 2, 3, 0, 2, a.data()) == GKA_ERR_INVALID_ARGUMENT);
+    CHECK(gka_draw_frequencies(1, 2, 3, 0, 0, nullptr) == GKA_ERR_INVALID_ARGUMENT);
+    CHECK(gka_draw_frequencies(1, 0, 3, 0, 1, nullptr) == GKA_OK);
+    CHECK(gka_draw_frequencies(1, 5, 0, 0, 1, nullptr) == GKA_OK);
+}
+
+TEST_CASE("random features: orthogonal frequencies lower the estimator's error", "[random-features]") {
+    // As the 1/sqrt(M) test, at D = M = 64: y's rms error relative to the
+    // features' scale over 64 draws, independent rows against an orthogonal
+    // block (0.06-0.14 lower in float64 sweeps of D 8-64, M D-4D).
+    const uint64_t seed = 515;
+    INFO("seed " << seed);
+    const Problem p = gka_ref::make_problem({1, 24, 1, 64}, causal, {2.0f}, 0.35, seed);
+    const gka_ref::Forward exact = gka_ref::forward(p);
+    double scale = 0;
+    for (float v : p.x) scale += double(v) * v;
+    scale = std::sqrt(scale / double(p.x.size()));
+    auto rms_error = [&](int orthogonal) {
+        double sum = 0;
+        const int draws = 64;
+        for (int k = 0; k < draws; k++) {
+            Features f{64, std::vector<float>(64 * 64)};
+            REQUIRE(gka_draw_frequencies(1, 64, 64, seed + 1 + k, orthogonal, f.frequencies.data()) == GKA_OK);
+            const gka_ref::FeatureForward estimate = gka_ref::feature_forward(p, f);
+            for (size_t e = 0; e < exact.y.size(); e++) sum += std::pow(estimate.y[e] - exact.y[e], 2);
+        }
+        return std::sqrt(sum / double(draws * exact.y.size())) / scale;
+    };
+    const double independent = rms_error(0), orthogonal = rms_error(1);
+    INFO("relative rms error of y at M=64, D=64: independent " << independent << ", orthogonal " << orthogonal);
+    CHECK(orthogonal < 0.95 * independent);
+}

@@ -32,8 +32,8 @@ except ImportError as e:
     raise ImportError("gka_torch needs PyTorch: pip install torch "
                       "(CPU-only: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from e
 
-from ._ops import (KERNELS, gka_attention, gka_attention_chunked, gka_attention_features, gka_attention_varlen,
-                   gka_decode, merge_chunks)
+from ._ops import (KERNELS, draw_frequencies, gka_attention, gka_attention_chunked, gka_attention_features,
+                   gka_attention_varlen, gka_decode, merge_chunks)
 from . import _ops
 from ._ops import LIB as _LIB
 from ._ops import LIBRARY_PATH as _LIBRARY_PATH
@@ -43,7 +43,7 @@ from ._module import DecodeCache, GaussianKernelAttention
 from .reference import gka_attention_reference, gka_features_reference, gka_forward_reference
 
 __all__ = ["GaussianKernelAttention", "DecodeCache", "KERNELS", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
-           "gka_attention_features", "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference",
+           "gka_attention_features", "draw_frequencies", "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference",
            "gka_features_reference", "library_path",
            "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel", "set_num_threads",
            "get_num_threads", "memory_stats", "reset_peak_memory", "info"]

@@ -127,6 +127,7 @@ _CONTROL_SIGNATURES = {
     "gka_cuda_available": ([], _int),
     "gka_kernel_variant": ([_char_p, _char_p, Shape, Window, ctypes.POINTER(_char_p)], _char_p),
     "gka_chunk_has_pairs": ([Shape, Chunk, Window], _int),
+    "gka_draw_frequencies": ([ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64, _int, _p], _status),
 }
 
 # Where an installed gka_torch finds the installed libgka: CMake writes the

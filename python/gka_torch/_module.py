@@ -4,7 +4,7 @@ import math
 import torch
 from torch import nn
 
-from ._ops import _kernel, checked_window, gka_attention, gka_attention_features, gka_decode
+from ._ops import _kernel, checked_window, draw_frequencies, gka_attention, gka_attention_features, gka_decode
 
 _LAYOUTS = ("bthd", "bhtd")
 
@@ -60,8 +60,9 @@ class GaussianKernelAttention(nn.Module):
         features: M > 0 runs random-feature GKA (docs/random-features.md): the
             Gaussian's weights estimated from M features a head, in time linear in
             T; the causal or full window, the Gaussian, float32 on the CPU. Its
-            frequencies [H, M, D] are drawn standard normal from torch's generator
-            (torch.manual_seed makes them reproducible) and saved in the state dict.
+            frequencies [H, M, D] are draw_frequencies' orthogonal blocks, seeded
+            from torch's generator (torch.manual_seed makes them reproducible), and
+            saved in the state dict.
         learn_frequencies: with features, the frequencies are a parameter that
             trains (a learned spectral kernel) instead of a fixed buffer (the
             Gaussian's estimator).
@@ -117,7 +118,7 @@ class GaussianKernelAttention(nn.Module):
         self.log_sigma = nn.Parameter(torch.full((heads,), math.log(sigma)))
         self.features = self._checked_features(features, learn_frequencies)
         if self.features:
-            frequencies = torch.randn(heads, self.features, head_dim)
+            frequencies = draw_frequencies(heads, self.features, head_dim)
             if learn_frequencies:
                 self.frequencies = nn.Parameter(frequencies)
             else:

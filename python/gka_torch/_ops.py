@@ -611,6 +611,22 @@ forward_features.register_autograd(_backward_features, setup_context=_setup_feat
 backward_features.register_autograd(_no_double_backward)
 
 
+def draw_frequencies(heads, features, head_dim, seed=None, orthogonal=True):
+    """Frequencies [heads, features, head_dim] float32 for gka_attention_features,
+    from libgka's gka_draw_frequencies: the same values for a seed on every host.
+    orthogonal: blocks of head_dim rows orthogonal to one another, each row's norm
+    a standard normal vector's (a lower variance of the estimate); False: standard
+    normal entries. seed None: one drawn from torch's generator (torch.manual_seed
+    makes it reproducible)."""
+    if seed is None:
+        seed = int(torch.randint(0, 2 ** 62, ()).item())
+    shape = (heads, features, head_dim)
+    w = torch.empty(shape, dtype=torch.float32) if min(shape) >= 0 else None  # else libgka says what is wrong
+    pointer = w.data_ptr() if w is not None else None
+    _lib.check(LIB, LIB.gka_draw_frequencies(*shape, seed, int(bool(orthogonal)), pointer), "gka_draw_frequencies")
+    return w
+
+
 def gka_attention_features(x, sigma, frequencies, window=(-1, 0), return_lse=False):
     """Random-feature GKA (docs/random-features.md): the Gaussian's weights estimated
     from M features a head, in time linear in T. x [B,T,H,D] float32, sigma [H],

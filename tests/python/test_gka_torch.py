@@ -701,6 +701,22 @@ class RandomFeatures(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "must be finite"):
             gka_torch.gka_attention_features(x, sigma, torch.full((2, 3, 8), float("nan")))
 
+    def test_draw_frequencies(self):
+        a = gka_torch.draw_frequencies(2, 20, 8, seed=3)
+        self.assertTrue(torch.equal(a, gka_torch.draw_frequencies(2, 20, 8, seed=3)))
+        block = a[0, :8].double()
+        gram = block @ block.T
+        self.assertLess((gram - torch.diag(gram.diagonal())).abs().max().item(), 1e-4 * gram.diagonal().max().item())
+        iid = gka_torch.draw_frequencies(1, 1000, 16, seed=4, orthogonal=False)
+        self.assertLess(abs(iid.mean().item()), 0.03)
+        self.assertLess(abs(iid.var().item() - 1), 0.05)
+        torch.manual_seed(9)
+        first = gka_torch.draw_frequencies(1, 4, 4)
+        torch.manual_seed(9)
+        self.assertTrue(torch.equal(first, gka_torch.draw_frequencies(1, 4, 4)))
+        with self.assertRaisesRegex(ValueError, "must be >= 0"):
+            gka_torch.draw_frequencies(-1, 4, 4, seed=1)
+
     def test_module(self):
         torch.manual_seed(5)
         fixed = gka_torch.GaussianKernelAttention(2, 8, features=16)

@@ -371,6 +371,15 @@ GKA_API const char *gka_kernel_variant(const char *family, const char *pass, gka
 /* The variant that the last successful pass on this thread ran ("" if none). */
 GKA_API const char *gka_last_kernel(void);
 
+/* Frequencies for random-feature GKA (gka_call.features), W [heads][features][head_dim],
+ * drawn from `seed`: the same values on every host and thread count. Rows of
+ * standard normal entries (GKA's estimator: w ~ N(0, I)); or, with `orthogonal`,
+ * blocks of head_dim rows orthogonal to one another, each row scaled to the norm
+ * of a standard normal vector of its own (each row's distribution the same, the
+ * estimate's variance lower: docs/random-features.md). */
+GKA_API gka_status gka_draw_frequencies(int64_t heads, int64_t features, int64_t head_dim, uint64_t seed,
+                                        int orthogonal, float *frequencies);
+
 /* Worker threads of the CPU kernels: GKA_NUM_THREADS (environment) or the
  * number of cores, unless set here. */
 GKA_API int gka_num_threads(void);
