@@ -45,9 +45,9 @@ std::vector<float> normal_values(size_t n, uint64_t seed) {
 }
 
 // L = sum(weights . attention(h)), so dL/dout = weights.
-void check_attention_layer(const std::string &kind, AttentionShape shape) {
+void check_attention_layer(const std::string &kind, AttentionShape shape, lm::RandomFeatures features = {}) {
     lm::Rng rng(7);
-    auto attention = lm::make_attention(kind, "attn", shape.heads, shape.head_dim, 2, rng);
+    auto attention = lm::make_attention(kind, "attn", shape.heads, shape.head_dim, 2, rng, "f32", "gaussian", features);
     const size_t n = size_t(shape.rows()) * shape.dim();
     std::vector<float> h = normal_values(n, 11), weights = normal_values(n, 13);
     auto loss = [&] {
@@ -70,9 +70,11 @@ std::vector<uint8_t> repeated_text(size_t bytes) {
     return text;
 }
 
-lm::Model tiny_model(const char *attention, int head_dim, uint64_t seed, const char *dtype = "f32") {
+lm::Model tiny_model(const char *attention, int head_dim, uint64_t seed, const char *dtype = "f32",
+                     lm::RandomFeatures features = {}) {
     lm::ModelConfig config;
     config.attention = attention, config.dtype = dtype, config.layers = 2, config.heads = 2, config.head_dim = head_dim;
+    config.features = features;
     return lm::Model(config, seed);
 }
 
@@ -98,6 +100,27 @@ TEST_CASE("train_lm attention layers match finite differences", "[train_lm]") {
             }
         }
     }
+}
+
+TEST_CASE("train_lm: random-feature GKA's layer matches finite differences", "[train_lm]") {
+    // 70 tokens: more than one of the kernels' chunks. Learned frequencies are
+    // a parameter, checked with the others; fixed ones are not one.
+    for (bool learned : {false, true}) {
+        SECTION(learned ? "learned" : "fixed") {
+            check_attention_layer("gka", AttentionShape{2, 70, 2, 8, {-1, 0}}, {16, learned});
+            lm::Rng rng(1);
+            auto attention = lm::make_attention("gka", "attn", 2, 8, 2, rng, "f32", "gaussian", {16, learned});
+            CHECK(attention->params().size() == (learned ? 3u : 2u));
+        }
+    }
+    lm::Rng rng(1);
+    CHECK_THROWS_WITH(lm::make_attention("gka", "attn", 2, 8, 2, rng, "bf16", "gaussian", {16, false}),
+                      Catch::Contains("--dtype f32"));
+    CHECK_THROWS_WITH(lm::make_attention("gka", "attn", 2, 8, 2, rng, "f32", "gaussian", {0, true}),
+                      Catch::Contains("needs --features"));
+    auto attention = lm::make_attention("gka", "attn", 2, 8, 2, rng, "f32", "gaussian", {16, false});
+    const float h[16] = {};
+    CHECK_THROWS_WITH(attention->decode(h, 0, {-1, 0}, 4), Catch::Contains("no decode yet"));
 }
 
 TEST_CASE("train_lm model gradient matches finite differences", "[train_lm]") {
@@ -165,11 +188,13 @@ TEST_CASE("train_lm: GKA's layer runs the kernel function it is given", "[train_
 }
 
 TEST_CASE("train_lm: a few steps reduce the loss", "[train_lm]") {
-    for (const char *kind : {"gka", "dot", "gka bf16"}) {
+    for (const char *kind : {"gka", "dot", "gka bf16", "gka features"}) {
         SECTION(kind) {
-            const bool bf16 = std::string(kind) == "gka bf16";
-            lm::Model model = tiny_model(bf16 ? "gka" : kind, 16, 1, bf16 ? "bf16" : "f32");
-            const AttentionShape shape{4, 32, 2, 16, {7, 0}};
+            const bool bf16 = std::string(kind) == "gka bf16", features = std::string(kind) == "gka features";
+            lm::Model model = tiny_model(bf16 || features ? "gka" : kind, 16, 1, bf16 ? "bf16" : "f32",
+                                         {features ? 32 : 0, features});
+            // Random features take the causal window (a sliding one is exact GKA's).
+            const AttentionShape shape{4, 32, 2, 16, {features ? -1 : 7, 0}};
             const std::vector<uint8_t> text = repeated_text(4000);
             const std::vector<Param *> params = model.params();
             lm::AdamW optimizer;

@@ -54,12 +54,23 @@ double output_projection_init(int layers) { return 1.0 / std::sqrt(2.0 * layers)
 // a head; sigma = sqrt(D / 2) starts their score near -2 against 0 for the
 // query itself: peaked enough to carry information, flat enough to train.
 GkaAttention::GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16,
-                           gka_kernel_function kernel)
+                           gka_kernel_function kernel, RandomFeatures features)
     : log_sigma(name + ".log_sigma", heads, false),
       out(name + ".out", heads * head_dim, heads * head_dim, rng, float(output_projection_init(layers))),
+      frequencies(name + ".frequencies", size_t(heads) * features.count * head_dim, false),
       bf16(bf16),
-      kernel(kernel) {
+      kernel(kernel),
+      features(features) {
     std::fill(log_sigma.value.begin(), log_sigma.value.end(), 0.5f * std::log(0.5f * head_dim));
+    if (features.count > 0) {
+        check(gka_draw_frequencies(heads, features.count, head_dim, rng(), 1, frequencies.value.data()),
+              "gka_draw_frequencies");
+    }
+}
+
+std::vector<Param *> GkaAttention::params() {
+    if (features.learned) return {&log_sigma, &out.w, &frequencies};
+    return {&log_sigma, &out.w};
 }
 
 const float *GkaAttention::forward(const float *h_, const AttentionShape &shape_) {
@@ -71,6 +82,7 @@ const float *GkaAttention::forward(const float *h_, const AttentionShape &shape_
     lse.resize(size_t(shape.batch) * shape.heads * shape.seq);
     gka_call c = described(shape, bf16, kernel);
     c.sigma = sigma.data(), c.lse = lse.data();
+    c.features = features.count, c.frequencies = features.count ? frequencies.value.data() : nullptr;
     if (bf16) {
         to_bf16(h, n, h16);
         y16.resize(n);
@@ -89,6 +101,10 @@ const float *GkaAttention::backward(const float *dout) {
     dsigma.resize(shape.heads);
     gka_call c = described(shape, bf16, kernel);
     c.sigma = sigma.data(), c.lse = lse.data(), c.dsigma = dsigma.data();
+    if (features.count > 0) {
+        dfrequencies.resize(frequencies.value.size());
+        c.features = features.count, c.frequencies = frequencies.value.data(), c.dfrequencies = dfrequencies.data();
+    }
     if (bf16) {
         to_bf16(dy, y.size(), dy16);
         dh16.resize(y.size());
@@ -99,10 +115,14 @@ const float *GkaAttention::backward(const float *dout) {
     check(gka_run_backward(&c), "gka_run_backward");
     if (bf16) from_bf16(dh16, dh);
     for (int k = 0; k < shape.heads; k++) log_sigma.grad[k] += dsigma[k] * sigma[k];
+    if (features.learned) {
+        for (size_t k = 0; k < dfrequencies.size(); k++) frequencies.grad[k] += dfrequencies[k];
+    }
     return dh.data();
 }
 
 const float *GkaAttention::decode(const float *h_row, int64_t position, gka_window window, int64_t capacity) {
+    if (features.count > 0) throw std::invalid_argument("random-feature GKA has no decode yet: --generate needs exact GKA");
     const int heads = int(log_sigma.value.size()), d = out.in;
     if (position == 0) cache.assign(size_t(capacity) * d, 0.0f), cache16.assign(cache.size(), 0);
     sigma.resize(heads);
@@ -125,8 +145,12 @@ const float *GkaAttention::decode(const float *h_row, int64_t position, gka_wind
     return out.forward(y.data(), 1);
 }
 
+// Random features: the chunked algorithm's GEMMs (generators/gka_random_features.h),
+// 20 M D + 8 C M + 6 C D a token and head over forward and backward, C = 64.
 double GkaAttention::training_flops_per_token(const AttentionShape &s) const {
-    return 6.0 * out.w.value.size() + 14.0 * s.head_dim * s.heads * s.pairs_per_token();
+    const double M = features.count, D = s.head_dim, C = 64;
+    const double pairwise = M > 0 ? 20 * M * D + 8 * C * M + 6 * C * D : 14.0 * D * s.pairs_per_token();
+    return 6.0 * out.w.value.size() + pairwise * s.heads;
 }
 
 DotProductAttention::DotProductAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng)
@@ -213,7 +237,8 @@ double DotProductAttention::training_flops_per_token(const AttentionShape &s) co
 }
 
 std::unique_ptr<Attention> make_attention(const std::string &kind, const std::string &name, int heads, int head_dim,
-                                          int layers, Rng &rng, const std::string &dtype, const std::string &kernel) {
+                                          int layers, Rng &rng, const std::string &dtype, const std::string &kernel,
+                                          RandomFeatures features) {
     if (dtype != "f32" && dtype != "bf16") throw std::invalid_argument("unknown dtype '" + dtype + "' (f32 or bf16)");
     const std::string kernels = gka_kernels();  // gka_kernel_function's order, comma-separated
     const size_t at = ("," + kernels + ",").find("," + kernel + ",");
@@ -224,8 +249,16 @@ std::unique_ptr<Attention> make_attention(const std::string &kind, const std::st
         throw std::invalid_argument("--kernel chooses GKA's kernel function: it needs --attention gka");
     }
     const auto function = gka_kernel_function(std::count(kernels.begin(), kernels.begin() + at, ','));
+    if (features.count < 0) throw std::invalid_argument("--features must be >= 0");
+    if (features.count > 0 && (kind != "gka" || dtype != "f32" || function != GKA_GAUSSIAN)) {
+        throw std::invalid_argument("--features runs random-feature GKA: it needs --attention gka, --dtype f32 and "
+                                    "the Gaussian kernel");
+    }
+    if (features.learned && features.count == 0) {
+        throw std::invalid_argument("--frequencies learned trains random features' frequencies: it needs --features");
+    }
     if (kind == "gka") {
-        return std::make_unique<GkaAttention>(name, heads, head_dim, layers, rng, dtype == "bf16", function);
+        return std::make_unique<GkaAttention>(name, heads, head_dim, layers, rng, dtype == "bf16", function, features);
     }
     if (kind == "dot" && dtype == "bf16") {
         throw std::invalid_argument("dtype bf16 runs GKA's attention in bfloat16 (libgka's kernels); the dot-product "

@@ -31,6 +31,13 @@ struct AttentionShape {
     double pairs_per_token() const;  // allowed (query, key) pairs per head, per token
 };
 
+// Random-feature GKA (docs/random-features.md): M features a head in place of
+// the Gaussian's exact weights; 0: exact GKA. learned: the frequencies train.
+struct RandomFeatures {
+    int count = 0;
+    bool learned = false;
+};
+
 struct Attention {
     virtual ~Attention() = default;
     virtual const float *forward(const float *h, const AttentionShape &shape) = 0;
@@ -53,10 +60,10 @@ public:
     // bf16: the kernels take h, y, dy and dh in bfloat16 (gka_call's dtype);
     // the rest of the model stays float32.
     GkaAttention(const std::string &name, int heads, int head_dim, int layers, Rng &rng, bool bf16 = false,
-                 gka_kernel_function kernel = GKA_GAUSSIAN);
+                 gka_kernel_function kernel = GKA_GAUSSIAN, RandomFeatures features = {});
     const float *forward(const float *h, const AttentionShape &shape) override;
     const float *backward(const float *dout) override;
-    std::vector<Param *> params() override { return {&log_sigma, &out.w}; }
+    std::vector<Param *> params() override;
     double training_flops_per_token(const AttentionShape &shape) const override;
     // gka_decode against a cache of this layer's features: GKA's keys and values
     // are h itself, so the cache holds h alone.
@@ -66,10 +73,15 @@ public:
     // update, so Adam's steps are relative changes of the bandwidth.
     Param log_sigma;
     Linear out;
+    // Random features' W [H][M][D], orthogonal blocks drawn from the model's
+    // generator (gka_draw_frequencies); a parameter where they train.
+    Param frequencies;
 
 private:
     bool bf16;
     gka_kernel_function kernel;
+    RandomFeatures features;
+    std::vector<float> dfrequencies;
     AttentionShape shape{};
     const float *h = nullptr;
     std::vector<float> sigma, y, lse, dh, dsigma;
@@ -95,9 +107,10 @@ private:
 };
 
 // kind: "gka" or "dot"; dtype: "f32", or "bf16" (GKA's kernels in bfloat16);
-// kernel: GKA's kernel function, "gaussian", "laplace" or "cauchy".
+// kernel: GKA's kernel function, "gaussian", "laplace" or "cauchy"; features:
+// random-feature GKA's (float32, the Gaussian).
 std::unique_ptr<Attention> make_attention(const std::string &kind, const std::string &name, int heads, int head_dim,
                                           int layers, Rng &rng, const std::string &dtype = "f32",
-                                          const std::string &kernel = "gaussian");
+                                          const std::string &kernel = "gaussian", RandomFeatures features = {});
 
 }  // namespace lm

@@ -8,7 +8,7 @@ Block::Block(const ModelConfig &c, int index, Rng &rng)
     : attn_norm(c.dim()),
       mlp_norm(c.dim()),
       attention(make_attention(c.attention, "block" + std::to_string(index) + ".attn", c.heads, c.head_dim, c.layers,
-                               rng, c.dtype, c.kernel)),
+                               rng, c.dtype, c.kernel, c.features)),
       mlp("block" + std::to_string(index) + ".mlp", c.dim(), c.layers, rng) {}
 
 const float *Block::forward(const float *x, const AttentionShape &shape) {

@@ -18,6 +18,7 @@ struct ModelConfig {
     std::string attention = "gka";  // "gka" or "dot"
     std::string dtype = "f32";      // the attention kernels': "f32", or "bf16" (GKA)
     std::string kernel = "gaussian";  // GKA's kernel function (gka_kernels()' names)
+    RandomFeatures features;          // random-feature GKA's, if any
     int layers = 4, heads = 2, head_dim = 64;
     int dim() const { return heads * head_dim; }
 };

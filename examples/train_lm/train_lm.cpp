@@ -22,7 +22,8 @@ namespace {
 struct Options {
     std::string data = "/usr/share/common-licenses", attention = "gka", dtype = "f32", window = "causal";
     std::string out = "train_lm_out", prompt = "The ", batches = "windows", kernel = "gaussian";
-    int generate = 0;
+    std::string frequencies = "fixed";
+    int generate = 0, features = 0;
     double temperature = 0.8;
     int layers = 4, heads = 2, head_dim = 64, seq = 128, batch = 16, steps = 600;
     int eval_every = 50, eval_batches = 8;
@@ -36,6 +37,10 @@ const char *kUsage = R"(usage: train_lm [--option value]...
   --dtype f32|bf16     GKA's kernels in float32 or bfloat16 (the rest of the model is float32; default f32)
   --kernel NAME        GKA's kernel function: gaussian, laplace or cauchy (gka_call.kernel; default gaussian)
   --window causal|W    causal, or a causal sliding window of W tokens including the query (default causal)
+  --features M         random-feature GKA, linear in T: M features a head (docs/random-features.md;
+                       float32, Gaussian, causal, windows batches; default 0: exact GKA)
+  --frequencies fixed|learned         the features' frequencies: fixed draws (the Gaussian's
+                       estimator) or trained with the model (a learned kernel; default fixed)
   --layers N --heads H --head-dim D   model shape (default 4, 2, 64: width 128)
   --seq T --batch B    tokens per sequence and sequences per step (default 128, 16)
   --batches windows|packed            training batches: B windows of T bytes of the stream, or B*T tokens
@@ -80,7 +85,8 @@ Options parse(int argc, char **argv) {
     take("batch", o.batch), take("steps", o.steps), take("eval-every", o.eval_every);
     take("eval-batches", o.eval_batches), take("lr", o.lr), take("seed", o.seed);
     take("generate", o.generate), take("prompt", o.prompt), take("temperature", o.temperature);
-    take("batches", o.batches), take("kernel", o.kernel);
+    take("batches", o.batches), take("kernel", o.kernel), take("features", o.features);
+    take("frequencies", o.frequencies);
     if (!given.empty()) throw std::invalid_argument("unknown option --" + given.begin()->first);
     if (o.generate < 0 || o.temperature < 0) throw std::invalid_argument("--generate and --temperature must be >= 0");
     if (o.batches != "windows" && o.batches != "packed") {
@@ -91,6 +97,13 @@ Options parse(int argc, char **argv) {
     }
     if (o.generate > 0 && o.attention != "gka") {
         throw std::invalid_argument("--generate samples through GKA's decode path: it needs --attention gka");
+    }
+    if (o.frequencies != "fixed" && o.frequencies != "learned") {
+        throw std::invalid_argument("--frequencies must be fixed or learned, not '" + o.frequencies + "'");
+    }
+    if (o.features > 0 && (o.window != "causal" || o.batches != "windows" || o.generate > 0)) {
+        throw std::invalid_argument("--features runs random-feature GKA under the causal window on windows batches, "
+                                    "without --generate (no sliding window, varlen or decode for it yet)");
     }
     return o;
 }
@@ -159,6 +172,7 @@ int run(const Options &o) {
     const lm::Corpus corpus = lm::Corpus::load(o.data, o.validation_fraction);
     lm::ModelConfig config;
     config.attention = o.attention, config.dtype = o.dtype, config.kernel = o.kernel, config.layers = o.layers;
+    config.features = {o.features, o.frequencies == "learned"};
     config.heads = o.heads;
     config.head_dim = o.head_dim;
     lm::Model model(config, o.seed);
@@ -170,9 +184,12 @@ int run(const Options &o) {
     std::filesystem::create_directories(o.out);
     std::ofstream log(o.out + "/log.csv");
     log << "step,train_loss,val_loss,lr,tokens_per_s,elapsed_s\n";
-    std::printf("train_lm: %s attention (%s, %s kernel), %d layers, width %d (%d heads x %d), window (%lld, %lld), "
+    const std::string features =
+        o.features ? ", " + std::to_string(o.features) + " random features (" + o.frequencies + ")" : "";
+    std::printf("train_lm: %s attention (%s, %s kernel%s), %d layers, width %d (%d heads x %d), window (%lld, %lld), "
                 "%zu parameters (%zu in attention), %.3g training FLOPs/token (%.3g in attention)\n",
-                o.attention.c_str(), o.dtype.c_str(), o.kernel.c_str(), o.layers, config.dim(), o.heads, o.head_dim,
+                o.attention.c_str(), o.dtype.c_str(), o.kernel.c_str(), features.c_str(), o.layers, config.dim(),
+                o.heads, o.head_dim,
                 (long long)shape.window.left,
                 (long long)shape.window.right, model.parameter_count(), model.attention_parameter_count(),
                 model.training_flops_per_token(shape), model.attention_training_flops_per_token(shape));
@@ -219,7 +236,8 @@ int run(const Options &o) {
 
     std::ofstream summary(o.out + "/summary.json");
     summary << "{\n  \"attention\": \"" << o.attention << "\", \"kernel\": \"" << o.kernel << "\", \"dtype\": \""
-            << o.dtype << "\", \"batches\": \""
+            << o.dtype << "\", \"features\": " << o.features << ", \"frequencies\": \"" << o.frequencies
+            << "\", \"batches\": \""
             << o.batches << "\", \"layers\": " << o.layers << ", \"heads\": " << o.heads
             << ", \"head_dim\": " << o.head_dim << ", \"seq\": " << o.seq << ", \"batch\": " << o.batch
             << ", \"steps\": " << o.steps << ",\n  \"window\": [" << shape.window.left << ", " << shape.window.right
