@@ -27,7 +27,7 @@
 namespace gka {
 
 struct RandomFeatureVars {
-    Var d{"d"}, m{"m"}, t{"t"}, h{"h"}, b{"b"}, c{"c"}, r{"r"}, j{"j"};
+    Var d{"d"}, m{"m"}, t{"t"}, h{"h"}, b{"b"}, c{"c"}, j{"j"};
 };
 
 // What the forward and backward both compute from x, sigma and W.
@@ -45,39 +45,36 @@ struct FeatureFactors {
     RDom rd, rm;                    // over d < D, over m
 };
 
-struct RandomFeaturePipeline {
+// What the forward and backward share: the factors, the keys' state by
+// chunks, and the products within a chunk.
+struct ChunkedFeatures {
     RandomFeatureVars v;
     Expr head_dim, features, seq_len, chunk_count;
     int chunk = 64;
     Expr causal;
     FeatureFactors f;
     RDom in_chunk;                  // a chunk's tokens (r)
-    RDom chunks;                    // the scan over chunks
-    Func chunk_state{"chunk_state"};  // sum over a chunk of kappa x^T (m, d, c, h, b)
+    RDom chunks;                    // the scans over chunks
+    Func chunk_state{"chunk_state"};  // sum over a chunk of kappa values^T (m, d, c, h, b)
     Func state{"state"};            // sum over the chunks before c (m, d, c, h, b); c = chunk_count: all
-    Func key_product{"key_product"};  // rho_i . kappa_j in i's chunk, 0 where j > i (j, t, h, b)
-    RDom keys_before;               // the keys of a query's chunk up to it (j)
+    Func key_product{"key_product"};  // rho_i . kappa_j, j a key's offset in i's chunk (j, t, h, b)
+    RDom keys_before;               // a chunk's keys up to a query (j), causal alone
+};
+
+struct RandomFeaturePipeline : ChunkedFeatures {
     Func numerator{"numerator"};    // sum_j rho_i . kappa_j values_j (d <= D, t, h, b)
     Func y, lse;
 };
 
-struct RandomFeatureBackwardPipeline {
-    RandomFeatureVars v;
-    Expr head_dim, features, seq_len, chunk_count;
-    int chunk = 64;
-    Expr causal;
-    FeatureFactors f;
-    RDom in_chunk, chunks;
+struct RandomFeatureBackwardPipeline : ChunkedFeatures {
     Func fallback{"fallback"};      // rows without an estimate: y = x, lse = -inf (t, h, b)
     Func inv_row_sum{"inv_row_sum"};  // 1 / sum_j rho_i . kappa_j from lse, 0 on fallback rows (t, h, b)
     Func row_dot{"row_dot"};        // dy_t . y_t (t, h, b)
     Func outer{"outer"};            // dy / row sum, and -dy . y / row sum at d = D (d, t, h, b)
-    Func chunk_state{"chunk_state"}, state{"state"};            // the forward's key state
     Func chunk_query_state{"chunk_query_state"};                // sum over a chunk of rho outer^T
     Func query_state{"query_state"};  // sum over the chunks from c on (m, d, c, h, b); c = 0: all
-    Func key_product{"key_product"};  // rho_i . kappa_j, j <= i in a chunk (j, t, h, b)
     Func pair_gradient{"pair_gradient"};  // outer_i . values_j: dL/d(rho_i . kappa_j) (j, t, h, b)
-    RDom keys_before, queries_after;  // a chunk's keys up to a query; its queries from a key on
+    RDom queries_after;             // a chunk's queries from a key on, causal alone
     Func query_gradient{"query_gradient"};  // dL/d rho_tm, times rho's row scale (m, t, h, b)
     Func key_gradient{"key_gradient"};      // dL/d kappa_tm (m, t, h, b)
     Func value_gradient{"value_gradient"};  // the value path (d, t, h, b)
@@ -134,7 +131,8 @@ inline void define_scan(Func state, Func per_chunk, const RandomFeatureVars &v, 
         const Expr c = chunk_count - 1 - chunks;
         state(v.m, v.d, c, v.h, v.b) = state(v.m, v.d, c + 1, v.h, v.b) + per_chunk(v.m, v.d, c, v.h, v.b);
     } else {
-        state(v.m, v.d, chunks + 1, v.h, v.b) = state(v.m, v.d, chunks, v.h, v.b) + per_chunk(v.m, v.d, chunks, v.h, v.b);
+        state(v.m, v.d, chunks + 1, v.h, v.b) =
+            state(v.m, v.d, chunks, v.h, v.b) + per_chunk(v.m, v.d, chunks, v.h, v.b);
     }
 }
 
@@ -142,6 +140,24 @@ inline void define_scan(Func state, Func per_chunk, const RandomFeatureVars &v, 
 inline void define_chunk_outer(Func out, Func a, Func b, const RandomFeatureVars &v, RDom in_chunk, int chunk) {
     const Expr t = v.c * chunk + in_chunk;
     out(v.m, v.d, v.c, v.h, v.b) += a(v.m, t, v.h, v.b) * b(v.d, t, v.h, v.b);
+}
+
+// The shared part of both passes (ChunkedFeatures), of the widened x.
+inline void define_chunked(ChunkedFeatures &p, Func xw, Func sigma, Func frequencies, Expr head_dim, Expr features,
+                           Expr seq_len, Expr causal, int chunk) {
+    const RandomFeatureVars &v = p.v;
+    p.head_dim = head_dim, p.features = features, p.seq_len = seq_len, p.chunk = chunk, p.causal = causal;
+    p.chunk_count = (seq_len + chunk - 1) / chunk;
+    define_factors(p.f, v, xw, sigma, frequencies, head_dim, features, seq_len);
+    p.in_chunk = RDom(0, chunk, "in_chunk");
+    p.chunks = RDom(0, p.chunk_count, "chunks");
+    define_chunk_outer(p.chunk_state, p.f.kappa, p.f.values, v, p.in_chunk, chunk);
+    define_scan(p.state, p.chunk_state, v, p.chunks, p.chunk_count, false);
+    // t % chunk, not t - first: bounds inference sees [0, chunk) in it.
+    const Expr first = v.t - v.t % chunk;
+    p.key_product(v.j, v.t, v.h, v.b) += p.f.rho(p.f.rm, v.t, v.h, v.b) * p.f.kappa(p.f.rm, first + v.j, v.h, v.b);
+    p.keys_before = RDom(0, chunk, "keys_before");
+    p.keys_before.where(causal != 0 && p.keys_before <= v.t % chunk);
 }
 
 }  // namespace random_features
@@ -154,23 +170,13 @@ inline void define_random_feature_forward(RandomFeaturePipeline &p, Func x, Func
                                           Func y, Func lse) {
     using namespace random_features;
     const RandomFeatureVars &v = p.v;
-    p.head_dim = head_dim, p.features = features, p.seq_len = seq_len, p.chunk = chunk, p.causal = causal;
-    p.chunk_count = (seq_len + chunk - 1) / chunk;
     Func xw = widened_features(x);
-    define_factors(p.f, v, xw, sigma, frequencies, head_dim, features, seq_len);
+    define_chunked(p, xw, sigma, frequencies, head_dim, features, seq_len, causal, chunk);
     const FeatureFactors &f = p.f;
-
-    p.in_chunk = RDom(0, chunk, "in_chunk");
-    define_chunk_outer(p.chunk_state, f.kappa, f.values, v, p.in_chunk, chunk);
-    p.chunks = RDom(0, p.chunk_count, "chunks");
-    define_scan(p.state, p.chunk_state, v, p.chunks, p.chunk_count, false);
 
     // A query's own chunk: its keys up to itself (causal), or none (the full
     // window's state holds every key).
-    const Expr c = v.t / chunk, first = c * chunk;
-    p.key_product(v.j, v.t, v.h, v.b) += f.rho(f.rm, v.t, v.h, v.b) * f.kappa(f.rm, first + v.j, v.h, v.b);
-    p.keys_before = RDom(0, chunk, "keys_before");
-    p.keys_before.where(causal != 0 && p.keys_before <= v.t % chunk);
+    const Expr c = v.t / chunk, first = v.t - v.t % chunk;
     const Expr state_of = Halide::select(causal != 0, c, p.chunk_count);
     p.numerator(v.d, v.t, v.h, v.b) += f.rho(f.rm, v.t, v.h, v.b) * p.state(f.rm, v.d, state_of, v.h, v.b);
     p.numerator(v.d, v.t, v.h, v.b) +=
@@ -199,45 +205,36 @@ inline void define_random_feature_backward(RandomFeatureBackwardPipeline &p, Fun
                                            Func dsigma) {
     using namespace random_features;
     const RandomFeatureVars &v = p.v;
-    p.head_dim = head_dim, p.features = features, p.seq_len = seq_len, p.chunk = chunk, p.causal = causal;
-    p.chunk_count = (seq_len + chunk - 1) / chunk;
     Func xw = widened_features(x), yw = widened_features(y), dyw = widened_features(dy);
-    define_factors(p.f, v, xw, sigma, frequencies, head_dim, features, seq_len);
+    define_chunked(p, xw, sigma, frequencies, head_dim, features, seq_len, causal, chunk);
     const FeatureFactors &f = p.f;
     const Expr token = Halide::clamp(v.t, 0, seq_len - 1);
 
     // The row sum the forward's lse holds, in this pass's shift (lse's own
     // cancels): the same rho, so the same P.
     const Expr stored = lse(token, v.h, v.b);
-    p.fallback(v.t, v.h, v.b) = Halide::reinterpret<uint32_t>(stored) == Halide::reinterpret<uint32_t>(minus_infinity());
+    p.fallback(v.t, v.h, v.b) =
+        Halide::reinterpret<uint32_t>(stored) == Halide::reinterpret<uint32_t>(minus_infinity());
     p.inv_row_sum(v.t, v.h, v.b) = Halide::select(
         v.t >= seq_len || p.fallback(v.t, v.h, v.b), 0.0f,
         Halide::exp(f.shift(v.t, v.h, v.b) - stored - Halide::log(Halide::cast<float>(features))));
     p.row_dot(v.t, v.h, v.b) += dyw(f.rd, v.h, token, v.b) * yw(f.rd, v.h, token, v.b);
+    const Expr dy_d = dyw(Halide::clamp(v.d, 0, head_dim - 1), v.h, token, v.b);
     p.outer(v.d, v.t, v.h, v.b) =
-        p.inv_row_sum(v.t, v.h, v.b) *
-        Halide::select(v.d < head_dim, dyw(Halide::clamp(v.d, 0, head_dim - 1), v.h, token, v.b), -p.row_dot(v.t, v.h, v.b));
+        p.inv_row_sum(v.t, v.h, v.b) * Halide::select(v.d < head_dim, dy_d, -p.row_dot(v.t, v.h, v.b));
 
-    p.in_chunk = RDom(0, chunk, "in_chunk");
-    p.chunks = RDom(0, p.chunk_count, "chunks");
-    define_chunk_outer(p.chunk_state, f.kappa, f.values, v, p.in_chunk, chunk);
-    define_scan(p.state, p.chunk_state, v, p.chunks, p.chunk_count, false);
     define_chunk_outer(p.chunk_query_state, f.rho, p.outer, v, p.in_chunk, chunk);
     define_scan(p.query_state, p.chunk_query_state, v, p.chunks, p.chunk_count, true);
 
     // Within a chunk (causal alone): j a key's offset in it, t a query. Read
     // only where j is at or before t's offset (keys_before, queries_after).
-    // t % chunk, not t - first: bounds inference sees [0, chunk) in it.
     const Expr c = v.t / chunk, offset = v.t % chunk, first = v.t - offset;
-    p.key_product(v.j, v.t, v.h, v.b) += f.rho(f.rm, v.t, v.h, v.b) * f.kappa(f.rm, first + v.j, v.h, v.b);
     RDom rd_all(0, head_dim + 1, "rd_all");
     p.pair_gradient(v.j, v.t, v.h, v.b) += p.outer(rd_all, v.t, v.h, v.b) * f.values(rd_all, first + v.j, v.h, v.b);
 
     // As a query: the state of the keys before its chunk, then its chunk's keys up to it.
     const Expr key_state = Halide::select(causal != 0, c, p.chunk_count);
     p.query_gradient(v.m, v.t, v.h, v.b) += p.outer(rd_all, v.t, v.h, v.b) * p.state(v.m, rd_all, key_state, v.h, v.b);
-    p.keys_before = RDom(0, chunk, "keys_before");
-    p.keys_before.where(causal != 0 && p.keys_before <= offset);
     p.query_gradient(v.m, v.t, v.h, v.b) +=
         p.pair_gradient(p.keys_before, v.t, v.h, v.b) * f.kappa(v.m, first + p.keys_before, v.h, v.b);
 
@@ -260,10 +257,10 @@ inline void define_random_feature_backward(RandomFeatureBackwardPipeline &p, Fun
 
     // d(w_m . u - |u|^2)/dx = (w_m - 2u) / sigma; /dW_m = u; /dsigma = -(w_m . u - 2|u|^2) / sigma.
     const Expr passed = Halide::select(p.fallback(v.t, v.h, v.b), dyw(v.d, v.h, v.t, v.b), 0.0f);
-    dx(v.d, v.h, v.t, v.b) = as_element_of(
-        dx, (p.frequency_term(v.d, v.t, v.h, v.b) - 2.0f * f.u(v.d, v.t, v.h, v.b) * p.exponent_gradient_sum(v.t, v.h, v.b)) *
-                    f.inv_sigma(v.h) +
-                p.value_gradient(v.d, v.t, v.h, v.b) + passed);
+    const Expr exponents = p.frequency_term(v.d, v.t, v.h, v.b) -
+                           2.0f * f.u(v.d, v.t, v.h, v.b) * p.exponent_gradient_sum(v.t, v.h, v.b);
+    dx(v.d, v.h, v.t, v.b) =
+        as_element_of(dx, exponents * f.inv_sigma(v.h) + p.value_gradient(v.d, v.t, v.h, v.b) + passed);
     p.sigma_term(v.t, v.h, v.b) +=
         p.exponent_gradient(f.rm, v.t, v.h, v.b) * (f.projection(f.rm, v.t, v.h, v.b) - 2.0f * f.norm(v.t, v.h, v.b));
     p.tokens = RDom(0, seq_len, 0, batch, "tokens");

@@ -41,7 +41,10 @@ struct Head {
             std::vector<double> query(M);
             for (int64_t m = 0; m < M; m++) {
                 double dot = 0, quarter = 0;
-                for (int64_t d = 0; d < D; d++) dot += w[m * D + d] * u[t * D + d], quarter += w[m * D + d] * w[m * D + d] / 4;
+                for (int64_t d = 0; d < D; d++) {
+                    dot += w[m * D + d] * u[t * D + d];
+                    quarter += w[m * D + d] * w[m * D + d] / 4;
+                }
                 projection[t * M + m] = dot;
                 query[m] = dot - norm[t] + quarter;
                 kappa[t * M + m] = flushed(std::exp(dot - norm[t] - quarter));
@@ -132,7 +135,10 @@ FeatureBackward feature_backward(const Problem &p, const Features &f, const std:
                     if (!p.allowed(i, j)) continue;
                     const double *xj = &x[p.at(b, j, h)];
                     double dot = 0, mag = 0;
-                    for (int64_t d = 0; d < D; d++) dot += dyi[d] * (xj[d] - yi[d]), mag += std::abs(dyi[d]) * (std::abs(xj[d]) + std::abs(yi[d]));
+                    for (int64_t d = 0; d < D; d++) {
+                        dot += dyi[d] * (xj[d] - yi[d]);
+                        mag += std::abs(dyi[d]) * (std::abs(xj[d]) + std::abs(yi[d]));
+                    }
                     G[i * T + j] = dot / row_sum[i];
                     G_mag[i * T + j] = mag / row_sum[i];
                     // The value path: P_ij dy_i into dx_j.

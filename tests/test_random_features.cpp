@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <limits>
 
 #include "check.h"
@@ -68,6 +69,20 @@ void check_contract(FeatureProblem &fp) {
                     << r.dx.ratio << " at " << r.dx.where << "; dsigma " << r.dsigma.ratio << " at " << r.dsigma.where
                     << "; dW " << r.dfrequencies.ratio << " at " << r.dfrequencies.where);
     CHECK(r.holds());
+}
+
+// The root-mean-square error of y over `draws` frequencies (draw(k)) against
+// exact GKA's, both from the double loops, relative to the features' scale.
+double estimator_rms_error(const Problem &p, int draws, const std::function<Features(int)> &draw) {
+    const gka_ref::Forward exact = gka_ref::forward(p);
+    double scale = 0, sum = 0;
+    for (float v : p.x) scale += double(v) * v;
+    scale = std::sqrt(scale / double(p.x.size()));
+    for (int k = 0; k < draws; k++) {
+        const gka_ref::FeatureForward estimate = gka_ref::feature_forward(p, draw(k));
+        for (size_t e = 0; e < exact.y.size(); e++) sum += std::pow(estimate.y[e] - exact.y[e], 2);
+    }
+    return std::sqrt(sum / double(draws * exact.y.size())) / scale;
 }
 
 }  // namespace
@@ -223,19 +238,10 @@ TEST_CASE("random features: the estimator's error falls like 1/sqrt(M)", "[rando
     const uint64_t seed = 4242;
     INFO("seed " << seed);
     const Problem p = gka_ref::make_problem({1, 24, 1, 8}, causal, {2.0f}, 0.35, seed);
-    const gka_ref::Forward exact = gka_ref::forward(p);
-    double scale = 0;
-    for (float v : p.x) scale += double(v) * v;
-    scale = std::sqrt(scale / double(p.x.size()));
     auto rms_error = [&](int64_t count) {
-        double sum = 0;
-        const int draws = 64;
-        for (int k = 0; k < draws; k++) {
-            const Features f = gka_ref::normal_features(p.shape, count, seed + 1 + k * 1000 + uint64_t(count));
-            const gka_ref::FeatureForward estimate = gka_ref::feature_forward(p, f);
-            for (size_t e = 0; e < exact.y.size(); e++) sum += std::pow(estimate.y[e] - exact.y[e], 2);
-        }
-        return std::sqrt(sum / double(draws * exact.y.size())) / scale;
+        return estimator_rms_error(p, 64, [&](int k) {
+            return gka_ref::normal_features(p.shape, count, seed + 1 + k * 1000 + uint64_t(count));
+        });
     };
     const double few = rms_error(16), many = rms_error(256);
     INFO("relative rms error of y: M=16 " << few << ", M=256 " << many << ", ratio " << few / many);
@@ -264,7 +270,10 @@ TEST_CASE("random features: frequencies drawn from a seed", "[random-features]")
             for (int64_t q = m / D * D; q < m; q++) {
                 const float *other = &a[(h * M + q) * D];
                 double dot = 0, other_norm = 0;
-                for (int64_t k = 0; k < D; k++) dot += double(row[k]) * other[k], other_norm += double(other[k]) * other[k];
+                for (int64_t k = 0; k < D; k++) {
+                    dot += double(row[k]) * other[k];
+                    other_norm += double(other[k]) * other[k];
+                }
                 CHECK(std::abs(dot) <= 1e-5 * std::sqrt(norm * other_norm));
             }
         }
@@ -290,20 +299,12 @@ TEST_CASE("random features: orthogonal frequencies lower the estimator's error",
     const uint64_t seed = 515;
     INFO("seed " << seed);
     const Problem p = gka_ref::make_problem({1, 24, 1, 64}, causal, {2.0f}, 0.35, seed);
-    const gka_ref::Forward exact = gka_ref::forward(p);
-    double scale = 0;
-    for (float v : p.x) scale += double(v) * v;
-    scale = std::sqrt(scale / double(p.x.size()));
     auto rms_error = [&](int orthogonal) {
-        double sum = 0;
-        const int draws = 64;
-        for (int k = 0; k < draws; k++) {
+        return estimator_rms_error(p, 64, [&](int k) {
             Features f{64, std::vector<float>(64 * 64)};
             REQUIRE(gka_draw_frequencies(1, 64, 64, seed + 1 + k, orthogonal, f.frequencies.data()) == GKA_OK);
-            const gka_ref::FeatureForward estimate = gka_ref::feature_forward(p, f);
-            for (size_t e = 0; e < exact.y.size(); e++) sum += std::pow(estimate.y[e] - exact.y[e], 2);
-        }
-        return std::sqrt(sum / double(draws * exact.y.size())) / scale;
+            return f;
+        });
     };
     const double independent = rms_error(0), orthogonal = rms_error(1);
     INFO("relative rms error of y at M=64, D=64: independent " << independent << ", orthogonal " << orthogonal);

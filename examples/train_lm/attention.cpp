@@ -122,7 +122,9 @@ const float *GkaAttention::backward(const float *dout) {
 }
 
 const float *GkaAttention::decode(const float *h_row, int64_t position, gka_window window, int64_t capacity) {
-    if (features.count > 0) throw std::invalid_argument("random-feature GKA has no decode yet: --generate needs exact GKA");
+    if (features.count > 0) {
+        throw std::invalid_argument("random-feature GKA has no decode yet: --generate needs exact GKA");
+    }
     const int heads = int(log_sigma.value.size()), d = out.in;
     if (position == 0) cache.assign(size_t(capacity) * d, 0.0f), cache16.assign(cache.size(), 0);
     sigma.resize(heads);

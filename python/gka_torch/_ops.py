@@ -121,6 +121,14 @@ def _kernel(kernel):
     return kernel
 
 
+def _check_backward_shapes(x, y, lse, dy):
+    """The shapes of a backward's y, dy and lse for x [B,T,H,D]."""
+    B, T, H, D = x.shape
+    if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
+        raise ValueError(f"gka: backward needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, T], got "
+                         f"y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+
+
 def _check_backward_inputs(x, y, lse, dy):
     """The dtypes and device a backward's pointers must have (its shapes are checked apart)."""
     for name, t, dtype in (("y", y, x.dtype), ("lse", lse, torch.float32), ("dy", dy, x.dtype)):
@@ -161,9 +169,7 @@ def backward(x: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor, lse: torch.T
     x, y, lse, dy = (t.contiguous() for t in (x, y, lse, dy))
     sigma = sigma.float().contiguous()
     B, T, H, D = x.shape
-    if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
-        raise ValueError(f"gka: backward needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, T], got "
-                         f"y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    _check_backward_shapes(x, y, lse, dy)
     _check_backward_inputs(x, y, lse, dy)
     dx = torch.empty((B, T, H, D), dtype=x.dtype, device=x.device)
     dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
@@ -570,10 +576,8 @@ def backward_features(x: torch.Tensor, sigma: torch.Tensor, frequencies: torch.T
     _check_frequencies(x, frequencies)
     x, y, lse, dy, frequencies = (t.contiguous() for t in (x, y, lse, dy, frequencies))
     sigma = sigma.float().contiguous()
-    B, T, H, D = x.shape
-    if y.shape != x.shape or dy.shape != x.shape or lse.shape != (B, H, T):
-        raise ValueError(f"gka: backward needs y and dy shaped like x {tuple(x.shape)} and lse [B, H, T], got "
-                         f"y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    H = x.shape[2]
+    _check_backward_shapes(x, y, lse, dy)
     _check_backward_inputs(x, y, lse, dy)
     dx = torch.empty_like(x)
     dsigma = torch.empty((H,), dtype=torch.float32, device=x.device)
