@@ -21,6 +21,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -267,7 +268,8 @@ void run_non_finite(gka_test::Draws &draw, bool older) {
 }
 
 // A description broken in what the older calls do not have (its size, a
-// field's value, the batch layout), refused by both passes, nothing written.
+// field's value, random features' fields, the batch layout), refused by both
+// passes, nothing written.
 void run_bad_description(gka_test::Draws &draw) {
     gka_ref::Problem p = gka_test::gaussian_problem({1, draw.uniform(1, 9), draw.uniform(1, 3), draw.uniform(1, 9)},
                                                     {-1, 0}, {}, 1.0, 0.0, 1);
@@ -286,13 +288,18 @@ void run_bad_description(gka_test::Draws &draw) {
     // may not cast one past the enum's range).
     const int wild = int(draw.uniform(0, 1) ? draw.uniform(4, 1000) : -draw.uniform(1, 1000));
     auto set = [&](auto &field) { std::memcpy(&field, &wild, sizeof wild); };
-    switch (draw.uniform(0, 6)) {
+    const std::vector<float> frequencies(size_t(p.shape.heads * p.shape.head_dim), 1.0f);
+    switch (draw.uniform(0, 8)) {
     case 0: set(c.dtype); break;
     case 1: set(c.kernel); break;
     case 2: set(c.scores); break;
     case 3: set(c.device); break;
-    case 4: c.size = size_t(draw.uniform(0, int64_t(sizeof(gka_call)) - 1)); break;
+    // Short of the first version's fields (a caller of that version, size up to
+    // the decode cache, gets the later fields' defaults).
+    case 4: c.size = size_t(draw.uniform(0, int64_t(offsetof(gka_call, features)) - 1)); break;
     case 5: given = &newer.known, expected = GKA_ERR_UNSUPPORTED; break;
+    case 6: c.features = -draw.uniform(1, std::numeric_limits<int64_t>::max()); break;
+    case 7: c.frequencies = frequencies.data(); break;  // random features' W, with features = 0
     default: c.cache_capacity = draw.uniform(1, 100);  // decode's field, in a forward and a backward
     }
     const gka_status forward = gka_run_forward(given);
