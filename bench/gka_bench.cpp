@@ -290,7 +290,8 @@ void chunk_case(benchmark::State &state, std::string family, std::string pass, i
 
 // Random-feature GKA (gka_call.features = M), causal, B=1, H=8, D=64 at the
 // module's default sigma = sqrt(D/2) with features of unit scale; standard
-// normal frequencies. Counter: tokens/s (its FLOPs are not exact GKA's).
+// normal frequencies (gka_draw_frequencies). Counter: tokens/s (its FLOPs are
+// not exact GKA's).
 void features_case(benchmark::State &state, std::string family, std::string pass, int64_t T, int64_t M) {
     if (gka_set_cpu_family(family.c_str()) != GKA_OK) {
         state.SkipWithError(gka_last_error());
@@ -300,9 +301,7 @@ void features_case(benchmark::State &state, std::string family, std::string pass
     Data d(shape, 1.0f);
     d.sigma.assign(8, std::sqrt(32.0f));
     std::vector<float> w(8 * M * 64), dw(w.size());
-    std::mt19937 rng(2);
-    std::normal_distribution<float> normal;
-    for (float &v : w) v = normal(rng);
+    check(gka_draw_frequencies(8, M, 64, 2, 0, w.data()));
     gka_call c = described(d, causal.second);
     c.features = M, c.frequencies = w.data(), c.dfrequencies = dw.data();
     check(gka_run_forward(&c));

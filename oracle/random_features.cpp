@@ -1,7 +1,6 @@
 #include "random_features.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -20,24 +19,22 @@ namespace {
 
 std::vector<double> widen(const std::vector<float> &v) { return std::vector<double>(v.begin(), v.end()); }
 
-double flushed(double v) { return v < FLT_MIN ? 0.0 : v; }
-
 // One (batch entry, head)'s factors (docs/spec.md): u = x / sigma, the
 // exponents' parts, rho and kappa, and the pairs' products rho_i . kappa_j.
 struct Head {
     int64_t T, M, D;
-    std::vector<double> u, projection, norm, rho, kappa;  // u (t, d); projection, rho, kappa (t, m); norm (t)
+    // u (t, d); projection, rho, kappa (t, m); norm and the query exponents' shift (t)
+    std::vector<double> u, projection, norm, shift, rho, kappa;
 
     Head(const Problem &p, const std::vector<double> &x, double sigma, const double *w, int64_t M, int64_t b,
          int64_t h)
-        : T(p.shape.seq_len), M(M), D(p.shape.head_dim), u(T * D), projection(T * M), norm(T), rho(T * M),
-          kappa(T * M) {
+        : T(p.shape.seq_len), M(M), D(p.shape.head_dim), u(T * D), projection(T * M), norm(T),
+          shift(T, -INFINITY), rho(T * M), kappa(T * M) {
         for (int64_t t = 0; t < T; t++) {
             for (int64_t d = 0; d < D; d++) {
                 u[t * D + d] = x[p.at(b, t, h) + d] / sigma;
                 norm[t] += u[t * D + d] * u[t * D + d];
             }
-            double shift = -INFINITY;
             std::vector<double> query(M);
             for (int64_t m = 0; m < M; m++) {
                 double dot = 0, quarter = 0;
@@ -47,25 +44,16 @@ struct Head {
                 }
                 projection[t * M + m] = dot;
                 query[m] = dot - norm[t] + quarter;
-                kappa[t * M + m] = flushed(std::exp(dot - norm[t] - quarter));
-                shift = std::max(shift, query[m]);
+                kappa[t * M + m] = contract_weight(std::exp(dot - norm[t] - quarter));
+                shift[t] = std::max(shift[t], query[m]);
             }
-            for (int64_t m = 0; m < M; m++) rho[t * M + m] = flushed(std::exp(query[m] - shift));
+            for (int64_t m = 0; m < M; m++) rho[t * M + m] = contract_weight(std::exp(query[m] - shift[t]));
         }
     }
     double product(int64_t i, int64_t j) const {
         double s = 0;
         for (int64_t m = 0; m < M; m++) s += rho[i * M + m] * kappa[j * M + m];
         return s;
-    }
-    double shift(int64_t t, const double *w) const {
-        double best = -INFINITY;
-        for (int64_t m = 0; m < M; m++) {
-            double quarter = 0;
-            for (int64_t d = 0; d < D; d++) quarter += w[m * D + d] * w[m * D + d] / 4;
-            best = std::max(best, projection[t * M + m] - norm[t] + quarter);
-        }
-        return best;
     }
 };
 
@@ -95,7 +83,7 @@ FeatureForward forward_in_double(const Problem &p, const std::vector<double> &x,
                         mag[d] += k[j] / sum * std::abs(x[p.at(b, j, h) + d]);
                     }
                 }
-                f.lse[p.row(b, h, i)] = std::log(sum) + head.shift(i, wh) - std::log(double(M));
+                f.lse[p.row(b, h, i)] = std::log(sum) + head.shift[i] - std::log(double(M));
             }
         }
     return f;
@@ -118,10 +106,10 @@ FeatureBackward feature_backward(const Problem &p, const Features &f, const std:
             const double sigma = p.sigma[h];
             const Head head(p, x, sigma, wh, M, b, h);
             // G_ij = dy_i . (x_j - y_i) / rowsum_i, and its terms' magnitude.
-            std::vector<double> G(T * T), G_mag(T * T), row_sum(T);
+            std::vector<double> G(T * T), G_mag(T * T), row_sum(T), k(T);
             for (int64_t i = 0; i < T; i++) {
                 for (int64_t j = 0; j < T; j++)
-                    if (p.allowed(i, j)) row_sum[i] += head.product(i, j);
+                    if (p.allowed(i, j)) row_sum[i] += k[j] = head.product(i, j);
                 const float *dyi = &p.dy[p.at(b, i, h)];
                 const double *yi = &y[p.at(b, i, h)];
                 if (row_sum[i] == 0) {  // y = x passes dy through
@@ -142,7 +130,7 @@ FeatureBackward feature_backward(const Problem &p, const Features &f, const std:
                     G[i * T + j] = dot / row_sum[i];
                     G_mag[i * T + j] = mag / row_sum[i];
                     // The value path: P_ij dy_i into dx_j.
-                    const double P = head.product(i, j) / row_sum[i];
+                    const double P = k[j] / row_sum[i];
                     for (int64_t d = 0; d < D; d++) {
                         g.dx[p.at(b, j, h) + d] += P * dyi[d];
                         g.dx_magnitude[p.at(b, j, h) + d] += P * std::abs(dyi[d]);

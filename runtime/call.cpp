@@ -71,6 +71,9 @@ gka_status check_layout(const gka_call &c, Pass pass) {
     return GKA_OK;
 }
 
+// W's elements (and dW's), [H][M][D]: none where features = 0.
+__int128 frequency_count(const gka_call &c) { return __int128(c.shape.heads) * c.features * c.shape.head_dim; }
+
 // Random-feature GKA's calls (features > 0): what its kernels compute, and
 // nothing of it elsewhere.
 gka_status check_features(const gka_call &c, Pass pass) {
@@ -110,8 +113,7 @@ gka_status check_features(const gka_call &c, Pass pass) {
 
 // W's values, read once the shape and pointers are checked.
 gka_status check_frequencies(const gka_call &c) {
-    const int64_t count = c.shape.heads * c.features * c.shape.head_dim;
-    for (int64_t k = 0; k < count; k++) {
+    for (int64_t k = 0; k < int64_t(frequency_count(c)); k++) {
         if (!std::isfinite(c.frequencies[k])) {
             const int64_t h = k / (c.features * c.shape.head_dim), m = k / c.shape.head_dim % c.features;
             return fail(GKA_ERR_INVALID_ARGUMENT, "frequencies[" + std::to_string(h) + "][" + std::to_string(m) +
@@ -135,7 +137,7 @@ std::vector<Tensor> tensors(const gka_call &c, Pass pass) {
         c.chunk ? __int128(c.shape.batch) * c.chunk->key_len * c.shape.heads * c.shape.head_dim : 0;
     if (c.chunk) list.push_back({c.keys, "keys", keys});
     list.insert(list.end(), {{c.y, "y", features}, {c.lse, "lse", rows}});
-    const __int128 frequencies = __int128(c.shape.heads) * c.features * c.shape.head_dim;
+    const __int128 frequencies = frequency_count(c);
     if (c.features > 0) list.push_back({c.frequencies, "frequencies", frequencies});
     if (pass == Pass::backward) {
         list.insert(list.end(), {{c.dy, "dy", features}, {c.dx, "dx", features}});
@@ -181,7 +183,7 @@ gka_status check_arguments(const gka_call &c, Pass pass) {
     const gka_shape t = tensor_shape(c);
     const __int128 elements = __int128(t.batch) * t.seq_len * t.heads * t.head_dim;
     const __int128 rows = __int128(t.batch) * t.seq_len * t.heads;  // lse's, which D = 0 leaves unbounded
-    const __int128 frequencies = __int128(c.shape.heads) * c.features * c.shape.head_dim;
+    const __int128 frequencies = frequency_count(c);
     if (elements > max_elements || rows > max_elements || frequencies > max_elements) {
         const __int128 most = std::max({elements, rows, frequencies});
         return fail(GKA_ERR_UNSUPPORTED, "shape has " + std::to_string(int64_t(most > INT64_MAX ? INT64_MAX : most)) +
@@ -227,7 +229,7 @@ gka_status write_host_results(const gka_call &c, Pass pass) {
         zero(c.dx, features, element_size);
         zero(c.dx_keys, key_features, element_size);
         zero(c.dsigma, c.shape.heads, sizeof(float));
-        zero(c.dfrequencies, c.shape.heads * c.features * c.shape.head_dim, sizeof(float));
+        zero(c.dfrequencies, int64_t(frequency_count(c)), sizeof(float));
     } else {
         zero(c.y, features, element_size);
         lse_without_kernel(c, c.lse);

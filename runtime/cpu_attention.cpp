@@ -19,6 +19,7 @@ namespace {
 using gka::CpuFamily;
 using gka::internal::ElementOf;
 using gka::internal::features;
+using gka::internal::heads_of;
 using gka::internal::kernel_window;
 using gka::internal::KernelWindow;
 using gka::internal::per_head;
@@ -160,14 +161,6 @@ std::vector<HeadSlice> head_slices(const gka_shape &s, const char *knobs) {
     return out;
 }
 
-// The slice's heads of a buffer whose dimension `dim` is the heads, indexed from 0.
-template <class B>
-B heads_of(const B &buf, int dim, HeadSlice h) {
-    B slice = buf.cropped(dim, h.first, h.count);
-    slice.translate(dim, -h.first);
-    return slice;
-}
-
 template <class T>
 gka_status backward(const gka_call &c, const CpuFamily &f) {
     const gka_shape &shape = c.shape;
@@ -189,10 +182,9 @@ gka_status backward(const gka_call &c, const CpuFamily &f) {
         c, c.scores != GKA_SCORES_DIRECT && !self_only(w, shape), pick,
         [&](const auto *k) {
             for (const HeadSlice h : head_slices(shape, k->knobs)) {
-                auto features_of = [&](const auto &b) { return heads_of(b, 1, h); };
-                if (const int code = k->run(features_of(xb), heads_of(sb, 0, h), features_of(yb), heads_of(lb, 1, h),
-                                            features_of(dyb), w.left, w.right, features_of(dxb), heads_of(dsb, 0, h),
-                                            heads_of(spread, 0, h))) {
+                auto heads = [&](const auto &b, int dim) { return heads_of(b, dim, h.first, h.count); };
+                if (const int code = k->run(heads(xb, 1), heads(sb, 0), heads(yb, 1), heads(lb, 1), heads(dyb, 1),
+                                            w.left, w.right, heads(dxb, 1), heads(dsb, 0), heads(spread, 0))) {
                     return code;
                 }
             }

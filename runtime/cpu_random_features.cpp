@@ -28,14 +28,6 @@ int64_t heads_at_once(const gka_call &c) {
     return std::clamp<int64_t>(int64_t(working_budget / per_head), 1, s.heads);
 }
 
-// Heads [first, first + count) of a buffer whose dimension `dim` is the heads, indexed from 0.
-template <class B>
-B heads_of(const B &buf, int dim, int64_t first, int64_t count) {
-    B slice = buf.cropped(dim, int(first), int(count));
-    slice.translate(dim, -int(first));
-    return slice;
-}
-
 Buffer<float, 3> frequencies(const float *w, const gka_call &c) {
     return Buffer<float, 3>(const_cast<float *>(w), int(c.shape.head_dim), int(c.features), int(c.shape.heads));
 }
