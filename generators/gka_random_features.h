@@ -20,6 +20,13 @@
 // of every chunk and no products. The feature vectors carry one column past
 // the head dim (d = D): a ones column beside x, so that the state's column D is
 // sum_j kappa_j, the row sums, and every sum over d is one GEMM.
+//
+// A call is one segment of a longer sequence: the keys' state of the tokens
+// before it comes in (state_in, zero for a sequence's start) and the state
+// after its last token goes out, so that the runtime runs a sequence by
+// segments in bounded memory, and decode carries the state as its cache. The
+// backward takes the queries' state of the tokens after the segment likewise,
+// and gives out the one before it.
 #pragma once
 
 #include "gka_math.h"
@@ -56,10 +63,14 @@ struct ChunkedFeatures {
     RDom in_chunk;                  // a chunk's tokens (r)
     RDom chunks;                    // the scans over chunks
     Func chunk_state{"chunk_state"};  // sum over a chunk of kappa values^T (m, d, c, h, b)
-    Func state{"state"};            // sum over the chunks before c (m, d, c, h, b); c = chunk_count: all
+    Func state{"state"};            // state_in and the chunks before c (m, d, c, h, b); c = chunk_count: all
+    Func state_out;                 // the state after the segment (d, m, h, b)
     Func key_product{"key_product"};  // rho_i . kappa_j, j a key's offset in i's chunk (j, t, h, b)
     RDom keys_before;               // a chunk's keys up to a query (j), causal alone
 };
+
+// The keys' state after a segment alone.
+struct RandomFeatureStatesPipeline : ChunkedFeatures {};
 
 struct RandomFeaturePipeline : ChunkedFeatures {
     Func numerator{"numerator"};    // sum_j rho_i . kappa_j values_j (d <= D, t, h, b)
@@ -72,7 +83,8 @@ struct RandomFeatureBackwardPipeline : ChunkedFeatures {
     Func row_dot{"row_dot"};        // dy_t . y_t (t, h, b)
     Func outer{"outer"};            // dy / row sum, and -dy . y / row sum at d = D (d, t, h, b)
     Func chunk_query_state{"chunk_query_state"};                // sum over a chunk of rho outer^T
-    Func query_state{"query_state"};  // sum over the chunks from c on (m, d, c, h, b); c = 0: all
+    Func query_state{"query_state"};  // query_state_in and the chunks from c on (m, d, c, h, b); c = 0: all
+    Func query_state_out;           // the queries' state before the segment (d, m, h, b)
     Func pair_gradient{"pair_gradient"};  // outer_i . values_j: dL/d(rho_i . kappa_j) (j, t, h, b)
     RDom queries_after;             // a chunk's queries from a key on, causal alone
     Func query_gradient{"query_gradient"};  // dL/d rho_tm, times rho's row scale (m, t, h, b)
@@ -121,12 +133,12 @@ inline void define_factors(FeatureFactors &f, const RandomFeatureVars &v, Func x
         Halide::select(v.t < seq_len, exp_nonpositive(exponent - f.quarter_norm(v.m, v.h)), 0.0f);
 }
 
-// A prefix sum over the chunks of `per_chunk` (m, d, c, h, b): `state`(c) is the
-// sum over the chunks before c, c in [0, chunk_count]; reversed, over the
-// chunks from c on, c in [0, chunk_count].
-inline void define_scan(Func state, Func per_chunk, const RandomFeatureVars &v, RDom chunks, Expr chunk_count,
-                        bool reversed) {
-    state(v.m, v.d, v.c, v.h, v.b) = 0.0f;
+// A prefix sum over the chunks of `per_chunk` (m, d, c, h, b) from `initial`
+// (d, m, h, b), the segment's state in: `state`(c) is initial plus the chunks
+// before c, c in [0, chunk_count]; reversed, plus the chunks from c on.
+inline void define_scan(Func state, Func per_chunk, Func initial, const RandomFeatureVars &v, RDom chunks,
+                        Expr chunk_count, bool reversed) {
+    state(v.m, v.d, v.c, v.h, v.b) = initial(v.d, v.m, v.h, v.b);
     if (reversed) {
         const Expr c = chunk_count - 1 - chunks;
         state(v.m, v.d, c, v.h, v.b) = state(v.m, v.d, c + 1, v.h, v.b) + per_chunk(v.m, v.d, c, v.h, v.b);
@@ -142,9 +154,10 @@ inline void define_chunk_outer(Func out, Func a, Func b, const RandomFeatureVars
     out(v.m, v.d, v.c, v.h, v.b) += a(v.m, t, v.h, v.b) * b(v.d, t, v.h, v.b);
 }
 
-// The shared part of both passes (ChunkedFeatures), of the widened x.
-inline void define_chunked(ChunkedFeatures &p, Func xw, Func sigma, Func frequencies, Expr head_dim, Expr features,
-                           Expr seq_len, Expr causal, int chunk) {
+// The shared part of both passes (ChunkedFeatures), of the widened x and the
+// keys' state before the segment (d, m, h, b).
+inline void define_chunked(ChunkedFeatures &p, Func xw, Func sigma, Func frequencies, Func state_in, Expr head_dim,
+                           Expr features, Expr seq_len, Expr causal, int chunk) {
     const RandomFeatureVars &v = p.v;
     p.head_dim = head_dim, p.features = features, p.seq_len = seq_len, p.chunk = chunk, p.causal = causal;
     p.chunk_count = (seq_len + chunk - 1) / chunk;
@@ -152,7 +165,7 @@ inline void define_chunked(ChunkedFeatures &p, Func xw, Func sigma, Func frequen
     p.in_chunk = RDom(0, chunk, "in_chunk");
     p.chunks = RDom(0, p.chunk_count, "chunks");
     define_chunk_outer(p.chunk_state, p.f.kappa, p.f.values, v, p.in_chunk, chunk);
-    define_scan(p.state, p.chunk_state, v, p.chunks, p.chunk_count, false);
+    define_scan(p.state, p.chunk_state, state_in, v, p.chunks, p.chunk_count, false);
     // t % chunk, not t - first: bounds inference sees [0, chunk) in it.
     const Expr first = v.t - v.t % chunk;
     p.key_product(v.j, v.t, v.h, v.b) += p.f.rho(p.f.rm, v.t, v.h, v.b) * p.f.kappa(p.f.rm, first + v.j, v.h, v.b);
@@ -162,16 +175,28 @@ inline void define_chunked(ChunkedFeatures &p, Func xw, Func sigma, Func frequen
 
 }  // namespace random_features
 
+// The keys' state after a segment, state_in plus its tokens' (the runtime's
+// pass over segments before a segmented backward).
+inline void define_random_feature_states(RandomFeatureStatesPipeline &p, Func x, Func sigma, Func frequencies, Func state_in,
+                                         Expr head_dim, Expr features, Expr seq_len, int chunk, Func state_out) {
+    using namespace random_features;
+    define_chunked(p, widened_features(x), sigma, frequencies, state_in, head_dim, features, seq_len, Expr(1), chunk);
+    const RandomFeatureVars &v = p.v;
+    state_out(v.d, v.m, v.h, v.b) = p.state(v.m, v.d, p.chunk_count, v.h, v.b);
+    p.state_out = state_out;
+}
+
 // x: (d, h, t, b) in the element type; sigma (h); frequencies W (d, m, h),
-// float32; causal: 1 for the window (-1, 0), 0 for (-1, -1). y (d, h, t, b),
-// lse (t, h, b).
+// float32; the keys' state before the segment (d <= D, m, h, b), float32;
+// causal: 1 for the window (-1, 0), 0 for (-1, -1). y (d, h, t, b), lse (t,
+// h, b), the state after the segment (d <= D, m, h, b).
 inline void define_random_feature_forward(RandomFeaturePipeline &p, Func x, Func sigma, Func frequencies,
-                                          Expr head_dim, Expr features, Expr seq_len, Expr causal, int chunk,
-                                          Func y, Func lse) {
+                                          Func state_in, Expr head_dim, Expr features, Expr seq_len, Expr causal,
+                                          int chunk, Func y, Func lse, Func state_out) {
     using namespace random_features;
     const RandomFeatureVars &v = p.v;
     Func xw = widened_features(x);
-    define_chunked(p, xw, sigma, frequencies, head_dim, features, seq_len, causal, chunk);
+    define_chunked(p, xw, sigma, frequencies, state_in, head_dim, features, seq_len, causal, chunk);
     const FeatureFactors &f = p.f;
 
     // A query's own chunk: its keys up to itself (causal), or none (the full
@@ -189,24 +214,29 @@ inline void define_random_feature_forward(RandomFeaturePipeline &p, Func x, Func
     lse(v.t, v.h, v.b) = Halide::select(
         row_sum > 0.0f, Halide::log(row_sum) + f.shift(v.t, v.h, v.b) - Halide::log(Halide::cast<float>(features)),
         minus_infinity());
+    state_out(v.d, v.m, v.h, v.b) = p.state(v.m, v.d, p.chunk_count, v.h, v.b);
     p.y = y;
     p.lse = lse;
+    p.state_out = state_out;
 }
 
-// The backward of the above: x, sigma, W, the forward's y and lse, dy; dx
-// (d, h, t, b), dW (d, m, h), dsigma (h). With G_ij = dy_i . (x_j - y_i) /
+// The backward of the above: x, sigma, W, the keys' state before the segment,
+// the forward's y and lse, dy, the queries' state after the segment (d <= D,
+// m, h, b); dx (d, h, t, b), dW (d, m, h), dsigma (h), the queries' state
+// before the segment. With G_ij = dy_i . (x_j - y_i) /
 // rowsum_i, the pairs' gradient: the value path sum_i P_ij dy_i, and each
 // token's exponents' gradient rho_im sum_j G_ij kappa_jm (as a query) plus
 // kappa_im sum_j G_ji rho_jm (as a key), carried to x, W and sigma by the
 // exponent's derivatives.
 inline void define_random_feature_backward(RandomFeatureBackwardPipeline &p, Func x, Func sigma, Func frequencies,
-                                           Func y, Func lse, Func dy, Expr head_dim, Expr features, Expr seq_len,
-                                           Expr batch, Expr causal, int chunk, Func dx, Func dfrequencies,
-                                           Func dsigma) {
+                                           Func state_in, Func y, Func lse, Func dy, Func query_state_in,
+                                           Expr head_dim, Expr features, Expr seq_len, Expr batch, Expr causal,
+                                           int chunk, Func dx, Func dfrequencies, Func dsigma,
+                                           Func query_state_out) {
     using namespace random_features;
     const RandomFeatureVars &v = p.v;
     Func xw = widened_features(x), yw = widened_features(y), dyw = widened_features(dy);
-    define_chunked(p, xw, sigma, frequencies, head_dim, features, seq_len, causal, chunk);
+    define_chunked(p, xw, sigma, frequencies, state_in, head_dim, features, seq_len, causal, chunk);
     const FeatureFactors &f = p.f;
     const Expr token = Halide::clamp(v.t, 0, seq_len - 1);
 
@@ -224,7 +254,7 @@ inline void define_random_feature_backward(RandomFeatureBackwardPipeline &p, Fun
         p.inv_row_sum(v.t, v.h, v.b) * Halide::select(v.d < head_dim, dy_d, -p.row_dot(v.t, v.h, v.b));
 
     define_chunk_outer(p.chunk_query_state, f.rho, p.outer, v, p.in_chunk, chunk);
-    define_scan(p.query_state, p.chunk_query_state, v, p.chunks, p.chunk_count, true);
+    define_scan(p.query_state, p.chunk_query_state, query_state_in, v, p.chunks, p.chunk_count, true);
 
     // Within a chunk (causal alone): j a key's offset in it, t a query. Read
     // only where j is at or before t's offset (keys_before, queries_after).
@@ -268,9 +298,11 @@ inline void define_random_feature_backward(RandomFeatureBackwardPipeline &p, Fun
     p.frequency_gradient(v.d, v.m, v.h) += p.exponent_gradient(v.m, t, v.h, b) * f.u(v.d, t, v.h, b);
     dfrequencies(v.d, v.m, v.h) = p.frequency_gradient(v.d, v.m, v.h);
     dsigma(v.h) += -f.inv_sigma(v.h) * p.sigma_term(t, v.h, b);
+    query_state_out(v.d, v.m, v.h, v.b) = p.query_state(v.m, v.d, 0, v.h, v.b);
     p.dx = dx;
     p.dfrequencies = dfrequencies;
     p.dsigma = dsigma;
+    p.query_state_out = query_state_out;
 }
 
 }  // namespace gka

@@ -137,7 +137,20 @@ protected:
         return fixed_head_dim > 0 ? Expr(int(fixed_head_dim)) : x.dim(0).extent();
     }
     int estimated_head_dim() const { return fixed_head_dim > 0 ? int(fixed_head_dim) : estimate_head_dim; }
+    // Random-feature GKA's states (d <= D, m, h, b), float32 [B][H][M][D + 1].
+    GeneratorInput<Buffer<float, 4>> *add_state(const std::string &name) {
+        return this->template add_input<Buffer<float, 4>>(name);
+    }
+    GeneratorOutput<Buffer<float, 4>> *add_state_output(const std::string &name) {
+        return this->template add_output<Buffer<float, 4>>(name);
+    }
 };
+
+// A state of a slice of the call's heads (runtime/cpu_random_features.cpp).
+template<typename Buf>
+void state_slice(Buf &buf, const Expr &head_dim, const Expr &features, const Expr &heads, const Expr &batch) {
+    head_slice(buf, {head_dim + 1, features, heads, batch}, 2);
+}
 
 class GkaForward : public GkaGenerator<GkaForward> {
 public:
@@ -314,23 +327,60 @@ public:
 
 // Random-feature GKA (generators/gka_random_features.h): x against M
 // features a head, W (d, m, h) float32; `causal` 1 for the window (-1, 0), 0
-// for (-1, -1). Any head dim and feature count, the Gaussian alone.
-class GkaRandomFeatureForward : public GkaGenerator<GkaRandomFeatureForward> {
+// for (-1, -1). Any head dim and feature count, the Gaussian alone. A call is
+// a segment of its sequences: the states (add_state) carry the tokens outside it.
+class GkaRandomFeatureStates : public GkaGenerator<GkaRandomFeatureStates> {
 public:
     Input<Buffer<>> *x;                      // (d, h, t, b)
     Input<Buffer<float, 1>> *sigma;          // (h)
     Input<Buffer<float, 3>> *frequencies;    // (d, m, h)
-    Input<int32_t> *causal;
-    Output<Buffer<void, 4>> *y;              // (d, h, t, b)
-    Output<Buffer<float, 3>> *lse;           // (t, h, b)
+    Input<Buffer<float, 4>> *state_in;
+    Output<Buffer<float, 4>> *state_out;
 
     void configure() {
         x = add_features("x");
         sigma = add_input<Buffer<float, 1>>("sigma");
         frequencies = add_input<Buffer<float, 3>>("frequencies");
+        state_in = add_state("state_in");
+        state_out = add_state_output("state_out");
+    }
+
+    void generate() {
+        const Expr head_dim = head_dim_of(*x), heads = x->dim(1).extent();
+        const Expr seq_len = x->dim(2).extent(), batch = x->dim(3).extent(), features = frequencies->dim(1).extent();
+        const gka::RandomFeatureSchedule schedule(get_target(), knobs);
+        gka::RandomFeatureStatesPipeline p;
+        gka::define_random_feature_states(p, *x, *sigma, *frequencies, *state_in, head_dim, features, seq_len,
+                                          schedule.chunk(), *state_out);
+        schedule.apply(p);
+        head_slice(*x, {head_dim, heads, seq_len, batch}, 2);
+        state_slice(*state_in, head_dim, features, heads, batch);
+        state_slice(*state_out, head_dim, features, heads, batch);
+        sigma->dim(0).set_bounds(0, heads);
+        dense_frequencies(*frequencies, head_dim, features, heads);
+    }
+};
+
+class GkaRandomFeatureForward : public GkaGenerator<GkaRandomFeatureForward> {
+public:
+    Input<Buffer<>> *x;                      // (d, h, t, b)
+    Input<Buffer<float, 1>> *sigma;          // (h)
+    Input<Buffer<float, 3>> *frequencies;    // (d, m, h)
+    Input<Buffer<float, 4>> *state_in;       // the keys' before the segment
+    Input<int32_t> *causal;
+    Output<Buffer<void, 4>> *y;              // (d, h, t, b)
+    Output<Buffer<float, 3>> *lse;           // (t, h, b)
+    Output<Buffer<float, 4>> *state_out;     // the keys' after it
+
+    void configure() {
+        x = add_features("x");
+        sigma = add_input<Buffer<float, 1>>("sigma");
+        frequencies = add_input<Buffer<float, 3>>("frequencies");
+        state_in = add_state("state_in");
         causal = add_input<int32_t>("causal");
         y = add_feature_output("y");
         lse = add_output<Buffer<float, 3>>("lse");
+        state_out = add_state_output("state_out");
     }
 
     void generate() {
@@ -338,13 +388,14 @@ public:
         const Expr seq_len = x->dim(2).extent(), batch = x->dim(3).extent(), features = frequencies->dim(1).extent();
         const gka::RandomFeatureSchedule schedule(get_target(), knobs);
         gka::RandomFeaturePipeline p;
-        gka::define_random_feature_forward(p, *x, *sigma, *frequencies, head_dim, features, seq_len, *causal,
-                                           schedule.chunk(), *y, *lse);
+        gka::define_random_feature_forward(p, *x, *sigma, *frequencies, *state_in, head_dim, features, seq_len,
+                                           *causal, schedule.chunk(), *y, *lse, *state_out);
         schedule.apply(p);
-        // A slice of the call's heads (runtime/cpu_random_features.cpp), as the backward's.
         head_slice(*x, {head_dim, heads, seq_len, batch}, 2);
         head_slice(*y, {head_dim, heads, seq_len, batch}, 2);
-        head_slice(*lse, {seq_len, heads, batch}, 2);
+        head_slice(*lse, {seq_len, heads, batch}, 1);  // a segment of its rows: strided
+        state_slice(*state_in, head_dim, features, heads, batch);
+        state_slice(*state_out, head_dim, features, heads, batch);
         sigma->dim(0).set_bounds(0, heads);
         dense_frequencies(*frequencies, head_dim, features, heads);
     }
@@ -355,23 +406,29 @@ public:
     Input<Buffer<>> *x, *y, *dy;             // (d, h, t, b)
     Input<Buffer<float, 1>> *sigma;          // (h)
     Input<Buffer<float, 3>> *frequencies;    // (d, m, h)
+    Input<Buffer<float, 4>> *state_in;       // the keys' before the segment
     Input<Buffer<float, 3>> *lse;            // the forward's (t, h, b)
+    Input<Buffer<float, 4>> *query_state_in;  // the queries' after the segment
     Input<int32_t> *causal;
     Output<Buffer<void, 4>> *dx;             // (d, h, t, b)
     Output<Buffer<float, 3>> *dfrequencies;  // (d, m, h)
     Output<Buffer<float, 1>> *dsigma;        // (h)
+    Output<Buffer<float, 4>> *query_state_out;  // the queries' from the segment on
 
     void configure() {
         x = add_features("x");
         sigma = add_input<Buffer<float, 1>>("sigma");
         frequencies = add_input<Buffer<float, 3>>("frequencies");
+        state_in = add_state("state_in");
         y = add_features("y");
         lse = add_input<Buffer<float, 3>>("lse");
         dy = add_features("dy");
+        query_state_in = add_state("query_state_in");
         causal = add_input<int32_t>("causal");
         dx = add_feature_output("dx");
         dfrequencies = add_output<Buffer<float, 3>>("dfrequencies");
         dsigma = add_output<Buffer<float, 1>>("dsigma");
+        query_state_out = add_state_output("query_state_out");
     }
 
     void generate() {
@@ -379,12 +436,15 @@ public:
         const Expr seq_len = x->dim(2).extent(), batch = x->dim(3).extent(), features = frequencies->dim(1).extent();
         const gka::RandomFeatureSchedule schedule(get_target(), knobs);
         gka::RandomFeatureBackwardPipeline p;
-        gka::define_random_feature_backward(p, *x, *sigma, *frequencies, *y, *lse, *dy, head_dim, features, seq_len,
-                                            batch, *causal, schedule.chunk(), *dx, *dfrequencies, *dsigma);
+        gka::define_random_feature_backward(p, *x, *sigma, *frequencies, *state_in, *y, *lse, *dy, *query_state_in,
+                                            head_dim, features, seq_len, batch, *causal, schedule.chunk(), *dx,
+                                            *dfrequencies, *dsigma, *query_state_out);
         schedule.apply(p);
         for (auto *buf : {x, y, dy}) head_slice(*buf, {head_dim, heads, seq_len, batch}, 2);
         head_slice(*dx, {head_dim, heads, seq_len, batch}, 2);
-        head_slice(*lse, {seq_len, heads, batch}, 2);
+        head_slice(*lse, {seq_len, heads, batch}, 1);  // a segment of its rows: strided
+        for (auto *buf : {state_in, query_state_in}) state_slice(*buf, head_dim, features, heads, batch);
+        state_slice(*query_state_out, head_dim, features, heads, batch);
         sigma->dim(0).set_bounds(0, heads);
         dsigma->dim(0).set_bounds(0, heads);
         dense_frequencies(*frequencies, head_dim, features, heads);
@@ -397,5 +457,6 @@ public:
 HALIDE_REGISTER_GENERATOR(GkaForward, gka_forward)
 HALIDE_REGISTER_GENERATOR(GkaBackward, gka_backward)
 HALIDE_REGISTER_GENERATOR(GkaDecode, gka_decode)
+HALIDE_REGISTER_GENERATOR(GkaRandomFeatureStates, gka_rf_states)
 HALIDE_REGISTER_GENERATOR(GkaRandomFeatureForward, gka_rf_forward)
 HALIDE_REGISTER_GENERATOR(GkaRandomFeatureBackward, gka_rf_backward)

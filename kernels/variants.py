@@ -30,8 +30,8 @@ import tuned_table  # noqa: E402  (the tables' reader: cmake/families.tsv, the r
 
 HEAD_DIMS = (64, 128, 0)  # 64 and 128 with constant loops; 0 serves every other head dim
 ELEMENTS = ("float32", "bfloat16")
-PASSES = ("forward", "backward", "decode", "forward_chunk", "backward_chunk", "rf_forward", "rf_backward")
-FEATURE_PASSES = ("rf_forward", "rf_backward")  # random-feature GKA: no score form, the Gaussian alone
+PASSES = ("forward", "backward", "decode", "forward_chunk", "backward_chunk", "rf_states", "rf_forward", "rf_backward")
+FEATURE_PASSES = ("rf_states", "rf_forward", "rf_backward")  # random-feature GKA: no score form, the Gaussian alone
 FORMS = ("centred", "origin", "direct")
 EVERY_SHAPE = ("any", 1, 0)  # window, min_seq_len, max_seq_len
 

@@ -36,10 +36,11 @@ inline Halide::Runtime::Buffer<float, 1> per_head(const float *p, const gka_shap
     return Halide::Runtime::Buffer<float, 1>(const_cast<float *>(p), int(s.heads));
 }
 
-// Heads [first, first + count) of a buffer whose dimension `dim` is the heads,
-// indexed from 0 (the passes that run a few heads at a time).
+// Indices [first, first + count) of a buffer's dimension `dim`, indexed from 0:
+// a slice of the heads (the passes that run a few heads at a time), or of the
+// tokens (random-feature GKA's segments).
 template <class B>
-B heads_of(const B &buf, int dim, int64_t first, int64_t count) {
+B part_of(const B &buf, int dim, int64_t first, int64_t count) {
     B slice = buf.cropped(dim, int(first), int(count));
     slice.translate(dim, -int(first));
     return slice;

@@ -89,15 +89,23 @@ gka_status check_features(const gka_call &c, Pass pass) {
         return GKA_OK;
     }
     const char *what = "random-feature GKA (features > 0) ";
-    if (pass == Pass::decode || c.cu_seqlens || c.chunk) {
-        return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "runs gka_run_forward and gka_run_backward on a batch "
-                                                             "of equal lengths: no decode, varlen or chunk yet");
+    if (c.chunk) {
+        return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "takes no chunk: its decode carries a sequence's "
+                                                             "state from one call to the next");
     }
     if (!(c.window.left == -1 && (c.window.right == 0 || c.window.right == -1))) {
         return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "takes the causal (-1, 0) and full (-1, -1) windows; " +
                                              "window (" + std::to_string(c.window.left) + ", " +
                                              std::to_string(c.window.right) +
                                              "): a sliding window is exact GKA in O(T*W) already");
+    }
+    if (pass == Pass::decode && c.window.right != 0) {
+        return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "decodes under the causal window (-1, 0)");
+    }
+    if (pass == Pass::decode && (c.cache_capacity != 0 || c.cache_lens)) {
+        return fail(GKA_ERR_INVALID_ARGUMENT, std::string(what) + "decodes from a cache that holds the keys' state, "
+                                                                  "[B][H][M][D + 1] float32, not tokens: "
+                                                                  "cache_capacity must be 0 and cache_lens NULL");
     }
     if (c.kernel != GKA_GAUSSIAN) {
         return fail(GKA_ERR_UNSUPPORTED, std::string(what) + "estimates the Gaussian kernel alone");
@@ -129,7 +137,10 @@ std::vector<Tensor> tensors(const gka_call &c, Pass pass) {
     const __int128 features = __int128(t.batch) * t.seq_len * t.heads * t.head_dim;
     const __int128 rows = __int128(t.batch) * t.heads * t.seq_len;
     std::vector<Tensor> list{{c.x, "x", features}, {c.sigma, "sigma", c.shape.heads}};
-    if (pass == Pass::decode) {
+    if (pass == Pass::decode && c.features > 0) {  // the keys' state
+        const __int128 state = __int128(c.shape.batch) * c.shape.heads * c.features * (c.shape.head_dim + 1);
+        list.push_back({c.cache, "cache", state});
+    } else if (pass == Pass::decode) {
         const __int128 cache = __int128(c.shape.batch) * c.cache_capacity * c.shape.heads * c.shape.head_dim;
         list.insert(list.end(), {{c.cache_lens, "cache_lens", c.shape.batch}, {c.cache, "cache", cache}});
     }
@@ -156,7 +167,7 @@ gka_status check_arguments(const gka_call &c, Pass pass) {
     if (c.chunk && (c.chunk->query_start < 0 || c.chunk->key_start < 0 || c.chunk->key_len < 0)) {
         return fail(GKA_ERR_INVALID_ARGUMENT, chunk_text(*c.chunk) + ": starts and key_len must be >= 0");
     }
-    if (pass == Pass::decode && c.cache_capacity < 1) {
+    if (pass == Pass::decode && c.features == 0 && c.cache_capacity < 1) {
         return fail(GKA_ERR_INVALID_ARGUMENT, "cache capacity " + std::to_string(c.cache_capacity) + " < 1");
     }
     // Each extent within what the kernels index, so that no product of them
@@ -184,8 +195,9 @@ gka_status check_arguments(const gka_call &c, Pass pass) {
     const __int128 elements = __int128(t.batch) * t.seq_len * t.heads * t.head_dim;
     const __int128 rows = __int128(t.batch) * t.seq_len * t.heads;  // lse's, which D = 0 leaves unbounded
     const __int128 frequencies = frequency_count(c);
-    if (elements > max_elements || rows > max_elements || frequencies > max_elements) {
-        const __int128 most = std::max({elements, rows, frequencies});
+    const __int128 state = c.features * __int128(t.batch) * t.heads * (t.head_dim + 1);  // random features' a call
+    if (elements > max_elements || rows > max_elements || frequencies > max_elements || state > max_elements) {
+        const __int128 most = std::max({elements, rows, frequencies, state});
         return fail(GKA_ERR_UNSUPPORTED, "shape has " + std::to_string(int64_t(most > INT64_MAX ? INT64_MAX : most)) +
                                              " elements per tensor; the kernels address at most 2^31 - 1");
     }
@@ -210,7 +222,9 @@ gka_status check_call(const gka_call &c, Pass pass) {
     if (s == GKA_OK && c.features > 0) s = check_frequencies(c);
     if (s == GKA_OK && c.cu_seqlens) s = check_cu_seqlens(c.shape, c.cu_seqlens);
     if (s == GKA_OK && c.chunk) s = check_chunk(c.shape, *c.chunk);
-    if (s == GKA_OK && pass == Pass::decode) s = check_decode(c.shape, c.cache_capacity, c.window, c.cache_lens);
+    if (s == GKA_OK && pass == Pass::decode && c.features == 0) {
+        s = check_decode(c.shape, c.cache_capacity, c.window, c.cache_lens);
+    }
     return s;
 }
 
@@ -313,8 +327,13 @@ gka_status run_call(const gka_call &c, Pass pass, const char *name) {
     if (c.device == GKA_CUDA) return cuda::run(c, pass, name);
     const CpuFamily *f = cpu_family();
     if (f == nullptr) return GKA_ERR_UNSUPPORTED;
+    if (c.features > 0 && pass == Pass::decode && c.shape.head_dim == 0) return feature_decode_without_dims(c);
     if (!needs_kernel(c)) return write_host_results(c, pass);
-    if (c.features > 0) return pass == Pass::forward ? cpu_feature_forward(c, *f) : cpu_feature_backward(c, *f);
+    if (c.features > 0) {
+        return pass == Pass::forward    ? cpu_feature_forward(c, *f)
+               : pass == Pass::backward ? cpu_feature_backward(c, *f)
+                                        : cpu_feature_decode(c, *f);
+    }
     switch (pass) {
     case Pass::forward:
         return c.cu_seqlens ? cpu_forward_varlen(c, *f) : c.chunk ? cpu_forward_chunk(c, *f) : cpu_forward(c, *f);

@@ -19,7 +19,7 @@ namespace {
 using gka::CpuFamily;
 using gka::internal::ElementOf;
 using gka::internal::features;
-using gka::internal::heads_of;
+using gka::internal::part_of;
 using gka::internal::kernel_window;
 using gka::internal::KernelWindow;
 using gka::internal::per_head;
@@ -182,7 +182,7 @@ gka_status backward(const gka_call &c, const CpuFamily &f) {
         c, c.scores != GKA_SCORES_DIRECT && !self_only(w, shape), pick,
         [&](const auto *k) {
             for (const HeadSlice h : head_slices(shape, k->knobs)) {
-                auto heads = [&](const auto &b, int dim) { return heads_of(b, dim, h.first, h.count); };
+                auto heads = [&](const auto &b, int dim) { return part_of(b, dim, h.first, h.count); };
                 if (const int code = k->run(heads(xb, 1), heads(sb, 0), heads(yb, 1), heads(lb, 1), heads(dyb, 1),
                                             w.left, w.right, heads(dxb, 1), heads(dsb, 0), heads(spread, 0))) {
                     return code;

@@ -27,6 +27,7 @@ const std::vector<Variant<BackwardKernel>> backward_variants = {GKA_BACKWARD_CPU
 const std::vector<Variant<ForwardChunkKernel>> forward_chunk_variants = {GKA_FORWARD_CHUNK_CPU_VARIANTS};
 const std::vector<Variant<BackwardChunkKernel>> backward_chunk_variants = {GKA_BACKWARD_CHUNK_CPU_VARIANTS};
 const std::vector<Variant<DecodeKernel>> decode_variants = {GKA_DECODE_CPU_VARIANTS};
+const std::vector<Variant<FeatureStatesKernel>> feature_states_variants = {GKA_RF_STATES_CPU_VARIANTS};
 const std::vector<Variant<FeatureForwardKernel>> feature_forward_variants = {GKA_RF_FORWARD_CPU_VARIANTS};
 const std::vector<Variant<FeatureBackwardKernel>> feature_backward_variants = {GKA_RF_BACKWARD_CPU_VARIANTS};
 // Empty where the table has no CUDA family for this architecture.
@@ -71,6 +72,10 @@ const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, K
                                                            int64_t head_dim) {
     return narrowest(backward_chunk_variants, family, function, head_dim, WindowKind::ANY, 1, ScoreForm::direct,
                      Element::f32);
+}
+const Variant<FeatureStatesKernel> *feature_states_variant(const char *family) {
+    return narrowest(feature_states_variants, family, KernelFunction::gaussian, 0, WindowKind::ANY, 1,
+                     ScoreForm::direct, Element::f32);
 }
 const Variant<FeatureForwardKernel> *feature_forward_variant(const char *family) {
     return narrowest(feature_forward_variants, family, KernelFunction::gaussian, 0, WindowKind::ANY, 1,

@@ -38,12 +38,19 @@ using BackwardChunkKernel = int (*)(halide_buffer_t *x, halide_buffer_t *keys, h
 using DecodeKernel = int (*)(halide_buffer_t *x, halide_buffer_t *cache, halide_buffer_t *lengths,
                              halide_buffer_t *sigma, int32_t left, halide_buffer_t *y, halide_buffer_t *lse);
 // Random-feature GKA (generators/gka_random_features.h): frequencies W (d, m,
-// h); causal 1 for the window (-1, 0), 0 for (-1, -1).
+// h); causal 1 for the window (-1, 0), 0 for (-1, -1). A call is a segment:
+// the keys' state (d <= D, m, h, b) before it in, after it out (the backward:
+// the queries' state after it in, before it out).
+using FeatureStatesKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *frequencies,
+                                    halide_buffer_t *state_in, halide_buffer_t *state_out);
 using FeatureForwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *frequencies,
-                                     int32_t causal, halide_buffer_t *y, halide_buffer_t *lse);
+                                     halide_buffer_t *state_in, int32_t causal, halide_buffer_t *y,
+                                     halide_buffer_t *lse, halide_buffer_t *state_out);
 using FeatureBackwardKernel = int (*)(halide_buffer_t *x, halide_buffer_t *sigma, halide_buffer_t *frequencies,
-                                      halide_buffer_t *y, halide_buffer_t *lse, halide_buffer_t *dy, int32_t causal,
-                                      halide_buffer_t *dx, halide_buffer_t *dfrequencies, halide_buffer_t *dsigma);
+                                      halide_buffer_t *state_in, halide_buffer_t *y, halide_buffer_t *lse,
+                                      halide_buffer_t *dy, halide_buffer_t *query_state_in, int32_t causal,
+                                      halide_buffer_t *dx, halide_buffer_t *dfrequencies, halide_buffer_t *dsigma,
+                                      halide_buffer_t *query_state_out);
 // The CUDA kernels take a user_context first: the call's stream.
 using CudaForwardKernel = int (*)(const void *, halide_buffer_t *, halide_buffer_t *, int32_t, int32_t,
                                   halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
@@ -114,6 +121,7 @@ const Variant<BackwardKernel> *backward_variant(const char *family, KernelFuncti
 const Variant<ForwardChunkKernel> *forward_chunk_variant(const char *family, KernelFunction, int64_t head_dim);
 const Variant<BackwardChunkKernel> *backward_chunk_variant(const char *family, KernelFunction, int64_t head_dim);
 // Random-feature GKA's: any head dim, float32, the Gaussian.
+const Variant<FeatureStatesKernel> *feature_states_variant(const char *family);
 const Variant<FeatureForwardKernel> *feature_forward_variant(const char *family);
 const Variant<FeatureBackwardKernel> *feature_backward_variant(const char *family);
 const Variant<DecodeKernel> *decode_variant(const char *family, KernelFunction, int64_t head_dim, Element);

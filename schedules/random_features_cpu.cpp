@@ -1,4 +1,4 @@
-// CPU schedule of random-feature GKA, forward and backward
+// CPU schedule of random-feature GKA: the states, forward and backward passes
 // (generators/gka_random_features.h).
 //
 // Every stage is computed at root, a chunk of tokens a task and every (head,
@@ -152,13 +152,27 @@ void schedule_state(Func per_chunk, Func state, const RandomFeatureVars &v, RVar
     state.update().parallel(v.h).parallel(v.b);
 }
 
+// A segment's state in or out (d, m, h, b), at root where it is produced.
+void state_copy(Func f, const RandomFeatureVars &v, int vec) {
+    f.vectorize(v.d, vec, TailStrategy::GuardWithIf).parallel(v.h).parallel(v.b);
+}
+
 }  // namespace
+
+void schedule_random_feature_states_cpu(RandomFeatureStatesPipeline &p, const CpuRandomFeatureKnobs &k) {
+    const RandomFeatureVars &v = p.v;
+    const int vec = k.vector, chunk = p.chunk;
+    schedule_factors(p.f, v, chunk, vec);  // rho and its shift are not in this pipeline: unscheduled
+    schedule_state(p.chunk_state, p.state, v, p.chunks.x, vec);
+    state_copy(p.state_out, v, vec);
+}
 
 void schedule_random_feature_forward_cpu(RandomFeaturePipeline &p, const CpuRandomFeatureKnobs &k) {
     const RandomFeatureVars &v = p.v;
     const int vec = k.vector, chunk = p.chunk;
     schedule_factors(p.f, v, chunk, vec);
     schedule_state(p.chunk_state, p.state, v, p.chunks.x, vec);
+    state_copy(p.state_out, v, vec);
     transposed_for(p.f.kappa, p.key_product, v.m, v.t, v.h, v.b, vec);
     token_tiles(p.key_product, v.j, v.t, v.h, v.b, chunk, vec, tile_rows);
     token_tiles(p.numerator, v.d, v.t, v.h, v.b, chunk, vec, tile_rows);
@@ -175,6 +189,7 @@ void schedule_random_feature_backward_cpu(RandomFeatureBackwardPipeline &p, cons
     vectorized_by_chunks(p.outer, v.d, v.t, v.h, v.b, chunk, vec);
     schedule_state(p.chunk_state, p.state, v, p.chunks.x, vec);
     schedule_state(p.chunk_query_state, p.query_state, v, p.chunks.x, vec);
+    state_copy(p.query_state_out, v, vec);
     transposed_for(p.f.kappa, p.key_product, v.m, v.t, v.h, v.b, vec);
     token_tiles(p.key_product, v.j, v.t, v.h, v.b, chunk, vec, tile_rows);
     transposed_for(p.f.values, p.pair_gradient, v.d, v.t, v.h, v.b, vec);

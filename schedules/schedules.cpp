@@ -129,6 +129,9 @@ RandomFeatureSchedule::RandomFeatureSchedule(const Target &target, const std::st
       }()) {}
 
 int RandomFeatureSchedule::chunk() const { return knobs_.chunk; }
+void RandomFeatureSchedule::apply(RandomFeatureStatesPipeline &p) const {
+    schedule_random_feature_states_cpu(p, knobs_);
+}
 void RandomFeatureSchedule::apply(RandomFeaturePipeline &p) const { schedule_random_feature_forward_cpu(p, knobs_); }
 void RandomFeatureSchedule::apply(RandomFeatureBackwardPipeline &p) const {
     schedule_random_feature_backward_cpu(p, knobs_);

@@ -67,6 +67,7 @@ void schedule_backward_cpu(FusedBackwardPipeline &p, const CpuBackwardKnobs &k);
 void schedule_backward_cuda(BackwardPipeline &p, const CudaBackwardKnobs &k);
 void schedule_decode_cpu(DecodePipeline &p, const CpuDecodeKnobs &k);
 void schedule_decode_cuda(DecodePipeline &p, const CudaDecodeKnobs &k);
+void schedule_random_feature_states_cpu(RandomFeatureStatesPipeline &p, const CpuRandomFeatureKnobs &k);
 void schedule_random_feature_forward_cpu(RandomFeaturePipeline &p, const CpuRandomFeatureKnobs &k);
 void schedule_random_feature_backward_cpu(RandomFeatureBackwardPipeline &p, const CpuRandomFeatureKnobs &k);
 
@@ -131,12 +132,13 @@ private:
     std::variant<CpuDecodeKnobs, CudaDecodeKnobs> knobs_;
 };
 
-// Random-feature GKA's forward and backward: CPU families alone (a GPU
+// Random-feature GKA's passes: CPU families alone (a GPU
 // target is refused: no CUDA schedule yet).
 class RandomFeatureSchedule {
 public:
     RandomFeatureSchedule(const Halide::Target &target, const std::string &overrides);
     int chunk() const;  // tokens a chunk (gka_random_features.h)
+    void apply(RandomFeatureStatesPipeline &p) const;
     void apply(RandomFeaturePipeline &p) const;
     void apply(RandomFeatureBackwardPipeline &p) const;
     std::string knobs() const;

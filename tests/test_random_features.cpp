@@ -2,8 +2,10 @@
 // on every CPU family this host runs: the kernels within the accuracy contract
 // of the double loops of the same feature map (oracle/random_features.h),
 // whose backward is checked by finite differences; chunk edges, head dims and
-// feature counts at the vectors' edges; rows without an estimate; results
-// independent of the thread count; zero dimensions; validation.
+// feature counts at the vectors' edges; sequences longer than a segment;
+// varlen batches; decode token by token and in groups; rows without an
+// estimate; results independent of the thread count; zero dimensions;
+// validation.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
@@ -136,6 +138,135 @@ TEST_CASE("random features: the kernels meet the contract on every family", "[ra
     });
 }
 
+TEST_CASE("random features: sequences longer than a segment meet the contract", "[random-features]") {
+    // The runtime runs a causal sequence by segments of 4096 tokens
+    // (runtime/cpu_random_features.cpp), the states carried between them.
+    const uint64_t seed = 77;
+    INFO("seed " << seed);
+    FeatureProblem fp = feature_problem({1, 4096 + 133, 2, 4}, causal, 5, seed);
+    gka_test::for_each_family([&] { check_contract(fp); });
+}
+
+TEST_CASE("random features: a varlen batch is its sequences' calls", "[random-features]") {
+    // Each packed sequence runs from zero states, as the call of it alone:
+    // the same kernels on the same tokens, so the same bits; dW and dsigma
+    // sum the sequences' in the order the runtime adds them (the last first).
+    const int64_t H = 2, D = 6, M = 9;
+    const std::vector<int64_t> cu = {0, 70, 70, 71, 200};
+    const int64_t total = cu.back(), sequences = int64_t(cu.size()) - 1;
+    for (gka_window window : {causal, full}) {
+        FeatureProblem packed = feature_problem({1, total, H, D}, window, M, 31);
+        gka_test::for_each_family([&] {
+            gka_test::FeatureOutputs whole = run(packed);  // the batch of one sequence: sizes for the varlen call
+            gka_call c = described(packed);
+            c.shape = {sequences, total, H, D}, c.cu_seqlens = cu.data();
+            c.y = whole.y.data(), c.lse = whole.lse.data();
+            REQUIRE(gka_run_forward(&c) == GKA_OK);
+            c.dy = packed.p.dy.data(), c.dx = whole.dx.data(), c.dsigma = whole.dsigma.data();
+            c.dfrequencies = whole.dfrequencies.data();
+            REQUIRE(gka_run_backward(&c) == GKA_OK);
+            std::vector<float> dsigma(H, 0.0f), dw(H * M * D, 0.0f);
+            for (int64_t s = sequences; s-- > 0;) {
+                const int64_t first = cu[s], n = cu[s + 1] - cu[s];
+                if (n == 0) continue;
+                FeatureProblem one = packed;
+                one.p.shape.seq_len = n;
+                one.p.x.assign(&packed.p.x[first * H * D], &packed.p.x[(first + n) * H * D]);
+                one.p.dy.assign(&packed.p.dy[first * H * D], &packed.p.dy[(first + n) * H * D]);
+                const gka_test::FeatureOutputs alone = run(one);
+                INFO("sequence " << s << " window (" << window.left << ", " << window.right << ")");
+                CHECK(std::equal(alone.y.begin(), alone.y.end(), &whole.y[first * H * D]));
+                CHECK(std::equal(alone.dx.begin(), alone.dx.end(), &whole.dx[first * H * D]));
+                for (int64_t h = 0; h < H; h++) {
+                    CHECK(std::equal(&alone.lse[h * n], &alone.lse[(h + 1) * n], &whole.lse[h * total + first]));
+                    dsigma[h] += alone.dsigma[h];
+                }
+                for (size_t k = 0; k < dw.size(); k++) dw[k] += alone.dfrequencies[k];
+            }
+            CHECK(dsigma == whole.dsigma);
+            CHECK(dw == whole.dfrequencies);
+        });
+    }
+}
+
+TEST_CASE("random features: decode from the state equals the whole sequence's call", "[random-features]") {
+    // Token by token, then in groups that cross the chunks' edges, the cache
+    // holding the keys' state: y and lse as the causal forward of the whole
+    // sequence, to rounding (its sums go in another order).
+    const int64_t B = 2, T = 150, H = 3, D = 20, M = 24;
+    FeatureProblem fp = feature_problem({B, T, H, D}, causal, M, 123);
+    const std::vector<int64_t> groups[] = {std::vector<int64_t>(T, 1), {1, 5, 70, 74}};
+    gka_test::for_each_family([&] {
+        const gka_test::FeatureOutputs whole = run(fp, false);
+        for (const std::vector<int64_t> &group : groups) {
+            std::vector<float> state(B * H * M * (D + 1), 0.0f), y(B * T * H * D), lse(B * H * T);
+            int64_t at = 0;
+            for (int64_t n : group) {
+                std::vector<float> x(B * n * H * D), yn(x.size()), lsen(B * H * n);
+                for (int64_t b = 0; b < B; b++)
+                    std::copy_n(&fp.p.x[fp.p.at(b, at, 0)], n * H * D, &x[b * n * H * D]);
+                gka_call c = described(fp);
+                c.shape.seq_len = n;
+                c.x = x.data(), c.y = yn.data(), c.lse = lsen.data(), c.cache = state.data();
+                INFO(gka_last_error());
+                REQUIRE(gka_run_decode(&c) == GKA_OK);
+                CHECK(std::string(gka_last_kernel()) == "gka_rf_forward_" + std::string(gka_cpu_family()) + "_any");
+                for (int64_t b = 0; b < B; b++) {
+                    std::copy_n(&yn[b * n * H * D], n * H * D, &y[fp.p.at(b, at, 0)]);
+                    for (int64_t h = 0; h < H; h++)
+                        std::copy_n(&lsen[(b * H + h) * n], n, &lse[fp.p.row(b, h, at)]);
+                }
+                at += n;
+            }
+            INFO(group.size() << " calls");
+            double worst_y = 0, worst_lse = 0;
+            for (size_t k = 0; k < y.size(); k++) worst_y = std::max(worst_y, double(std::abs(y[k] - whole.y[k])));
+            for (size_t k = 0; k < lse.size(); k++) {
+                worst_lse = std::max(worst_lse, double(std::abs(lse[k] - whole.lse[k])));
+            }
+            INFO("largest differences: y " << worst_y << ", lse " << worst_lse);
+            CHECK(worst_y <= 1e-5);
+            CHECK(worst_lse <= 1e-5);
+        }
+    });
+}
+
+TEST_CASE("random features: decode without head dims counts the keys", "[random-features]") {
+    FeatureProblem fp = feature_problem({1, 3, 2, 0}, causal, 4, 5);
+    std::vector<float> state(2 * 4, 2.0f), lse(2 * 3, sentinel);  // two keys cached
+    gka_call c = described(fp);
+    c.lse = lse.data(), c.cache = state.data();
+    REQUIRE(gka_run_decode(&c) == GKA_OK);
+    CHECK(lse[0] == Approx(std::log(3.0)));
+    CHECK(lse[5] == Approx(std::log(5.0)));
+    CHECK(state == std::vector<float>(8, 5.0f));
+}
+
+TEST_CASE("random features: bad decode calls are refused before anything is written", "[random-features]") {
+    FeatureProblem fp = feature_problem({1, 2, 2, 4}, causal, 3, 9);
+    std::vector<float> y(fp.p.size(), sentinel), lse(fp.p.rows(), sentinel), state(2 * 3 * 5, sentinel);
+    gka_call good = described(fp);
+    good.y = y.data(), good.lse = lse.data(), good.cache = state.data();
+    auto refused = [&](const gka_call &c, gka_status status, const char *mention) {
+        INFO(mention);
+        CHECK(gka_run_decode(&c) == status);
+        CHECK_THAT(gka_last_error(), Catch::Contains(mention));
+        CHECK(y == std::vector<float>(y.size(), sentinel));
+        CHECK(lse == std::vector<float>(lse.size(), sentinel));
+        CHECK(state == std::vector<float>(state.size(), sentinel));
+    };
+    gka_call bad = good;
+    bad.window = full;
+    refused(bad, GKA_ERR_UNSUPPORTED, "decodes under the causal window");
+    bad = good, bad.cache_capacity = 8;
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "cache_capacity must be 0");
+    const int64_t lens[] = {0};
+    bad = good, bad.cache_lens = lens;
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "cache_lens NULL");
+    bad = good, bad.cache = nullptr;
+    refused(bad, GKA_ERR_INVALID_ARGUMENT, "cache is NULL");
+}
+
 TEST_CASE("random features: a row without an estimate gives x, -inf and passes dy", "[random-features]") {
     // Token 0, far from every feature's centre, is its own row's only key:
     // every product underflows, and the row has no estimate.
@@ -206,9 +337,9 @@ TEST_CASE("random features: bad calls are refused before any output is written",
     refused(bad, GKA_ERR_UNSUPPORTED, "Gaussian kernel alone");
     bad = good, bad.dtype = GKA_BFLOAT16;
     refused(bad, GKA_ERR_UNSUPPORTED, "float32 features on the CPU");
-    const int64_t cu[] = {0, 6};
-    bad = good, bad.cu_seqlens = cu;
-    refused(bad, GKA_ERR_UNSUPPORTED, "no decode, varlen or chunk");
+    const gka_chunk chunk{0, 0, 6};
+    bad = good, bad.chunk = &chunk;
+    refused(bad, GKA_ERR_UNSUPPORTED, "takes no chunk");
     bad = good, bad.features = 0;
     refused(bad, GKA_ERR_INVALID_ARGUMENT, "must be NULL where features = 0");
     // The backward needs somewhere to write dW.

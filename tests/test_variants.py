@@ -37,7 +37,7 @@ class Variants(unittest.TestCase):
         self.assertEqual(status, 0, why)
         names = [r["name"] for r in rows]
         self.assertEqual(len(names), len(set(names)))
-        self.assertEqual(len(rows), 583)  # x86-64's families: the count docs/design.md quotes
+        self.assertEqual(len(rows), 587)  # x86-64's families: the count docs/design.md quotes
         by = collections.Counter((r["device"], r["function"]) for r in rows)
         self.assertEqual(by[("cuda", "laplace")], by[("cuda", "cauchy")])
         # The expansions are the Gaussian's on the CPU alone; the origin form the
@@ -50,7 +50,7 @@ class Variants(unittest.TestCase):
         # Random-feature GKA: one kernel a pass and CPU family, any D, float32.
         features = [(r["family"], r["pass"]) for r in rows if r["pass"].startswith("rf_")]
         self.assertEqual(sorted(features), sorted((f, p) for f in ("zen4", "avx512", "avx2", "generic")
-                                                  for p in ("rf_forward", "rf_backward")))
+                                                  for p in ("rf_states", "rf_forward", "rf_backward")))
         for r in rows:
             if r["pass"].startswith("rf_"):
                 self.assertEqual((r["head_dim"], r["element"], r["function"]), ("0", "float32", "gaussian"))

@@ -129,7 +129,12 @@ typedef struct gka_call {
      * replaces the Gaussian by its estimate from M features a head, of the
      * frequencies W, in time linear in T. The causal and the full window,
      * float32 features on the CPU, the Gaussian; gka_run_forward and
-     * gka_run_backward (other calls: GKA_ERR_UNSUPPORTED). 0: exact GKA. */
+     * gka_run_backward, on equal lengths or a varlen batch (cu_seqlens), and
+     * gka_run_decode (no chunk: GKA_ERR_UNSUPPORTED). Its decode's cache is
+     * the keys' state, float32 [B][H][M][D + 1] (zeros for empty sequences):
+     * the call reads it, and leaves the state after the new tokens there, in
+     * O(M D) a token whatever the length; cache_capacity 0, cache_lens NULL,
+     * the causal window. 0: exact GKA. */
     int64_t features;
     const float *frequencies;  /* W [H][M][D], each finite */
     float *dfrequencies;       /* backward: dL/dW [H][M][D], overwritten */
