@@ -177,8 +177,9 @@ inline void define_chunked(ChunkedFeatures &p, Func xw, Func sigma, Func frequen
 
 // The keys' state after a segment, state_in plus its tokens' (the runtime's
 // pass over segments before a segmented backward).
-inline void define_random_feature_states(RandomFeatureStatesPipeline &p, Func x, Func sigma, Func frequencies, Func state_in,
-                                         Expr head_dim, Expr features, Expr seq_len, int chunk, Func state_out) {
+inline void define_random_feature_states(RandomFeatureStatesPipeline &p, Func x, Func sigma, Func frequencies,
+                                         Func state_in, Expr head_dim, Expr features, Expr seq_len, int chunk,
+                                         Func state_out) {
     using namespace random_features;
     define_chunked(p, widened_features(x), sigma, frequencies, state_in, head_dim, features, seq_len, Expr(1), chunk);
     const RandomFeatureVars &v = p.v;

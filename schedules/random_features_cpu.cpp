@@ -162,7 +162,7 @@ void state_copy(Func f, const RandomFeatureVars &v, int vec) {
 void schedule_random_feature_states_cpu(RandomFeatureStatesPipeline &p, const CpuRandomFeatureKnobs &k) {
     const RandomFeatureVars &v = p.v;
     const int vec = k.vector, chunk = p.chunk;
-    schedule_factors(p.f, v, chunk, vec);  // rho and its shift are not in this pipeline: unscheduled
+    schedule_factors(p.f, v, chunk, vec);  // of which rho and its shift are not in this pipeline
     schedule_state(p.chunk_state, p.state, v, p.chunks.x, vec);
     state_copy(p.state_out, v, vec);
 }

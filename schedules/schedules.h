@@ -132,8 +132,8 @@ private:
     std::variant<CpuDecodeKnobs, CudaDecodeKnobs> knobs_;
 };
 
-// Random-feature GKA's passes: CPU families alone (a GPU
-// target is refused: no CUDA schedule yet).
+// Random-feature GKA's passes: CPU families alone (a GPU target is refused:
+// no CUDA schedule yet).
 class RandomFeatureSchedule {
 public:
     RandomFeatureSchedule(const Halide::Target &target, const std::string &overrides);
