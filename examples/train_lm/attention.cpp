@@ -122,18 +122,21 @@ const float *GkaAttention::backward(const float *dout) {
 }
 
 const float *GkaAttention::decode(const float *h_row, int64_t position, gka_window window, int64_t capacity) {
-    if (features.count > 0) {
-        throw std::invalid_argument("random-feature GKA has no decode yet: --generate needs exact GKA");
-    }
     const int heads = int(log_sigma.value.size()), d = out.in;
-    if (position == 0) cache.assign(size_t(capacity) * d, 0.0f), cache16.assign(cache.size(), 0);
+    // Random features' cache is the keys' state, [H][M][D + 1], whatever the length.
+    const size_t cached = features.count > 0 ? size_t(heads) * features.count * (d / heads + 1) : size_t(capacity) * d;
+    if (position == 0) cache.assign(cached, 0.0f), cache16.assign(cache.size(), 0);
     sigma.resize(heads);
     for (int k = 0; k < heads; k++) sigma[k] = std::exp(log_sigma.value[k]);
     y.resize(d), lse.resize(heads);
     gka_call c = gka_call_init();
     c.kernel = kernel, c.shape = {1, 1, heads, d / heads}, c.window = window;
     c.dtype = bf16 ? GKA_BFLOAT16 : GKA_FLOAT32;
-    c.cache_capacity = capacity, c.cache_lens = &position;
+    if (features.count > 0) {
+        c.features = features.count, c.frequencies = frequencies.value.data();
+    } else {
+        c.cache_capacity = capacity, c.cache_lens = &position;
+    }
     c.sigma = sigma.data(), c.lse = lse.data();
     if (bf16) {
         to_bf16(h_row, d, h16);

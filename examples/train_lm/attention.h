@@ -66,7 +66,8 @@ public:
     std::vector<Param *> params() override;
     double training_flops_per_token(const AttentionShape &shape) const override;
     // gka_decode against a cache of this layer's features: GKA's keys and values
-    // are h itself, so the cache holds h alone.
+    // are h itself, so the cache holds h alone; random features' holds the keys'
+    // state instead (capacity unused).
     const float *decode(const float *h, int64_t position, gka_window window, int64_t capacity) override;
 
     // sigma = exp(log_sigma): positive by construction and scale-free to
@@ -86,7 +87,7 @@ private:
     const float *h = nullptr;
     std::vector<float> sigma, y, lse, dh, dsigma;
     std::vector<gka_bf16> h16, y16, dy16, dh16;  // the bf16 kernels' tensors
-    std::vector<float> cache;                     // decode's, [capacity][d]
+    std::vector<float> cache;                     // decode's, [capacity][d] (random features: [H][M][D + 1])
     std::vector<gka_bf16> cache16;
 };
 

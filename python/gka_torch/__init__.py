@@ -33,17 +33,18 @@ except ImportError as e:
                       "(CPU-only: pip install torch --index-url https://download.pytorch.org/whl/cpu)") from e
 
 from ._ops import (KERNELS, draw_frequencies, gka_attention, gka_attention_chunked, gka_attention_features,
-                   gka_attention_varlen, gka_decode, merge_chunks)
+                   gka_attention_varlen, gka_decode, gka_decode_features, merge_chunks, new_feature_state)
 from . import _ops
 from ._ops import LIB as _LIB
 from ._ops import LIBRARY_PATH as _LIBRARY_PATH
 from ._lib import check as _check
 from ._lib import has_cuda as _has_cuda
-from ._module import DecodeCache, GaussianKernelAttention
+from ._module import DecodeCache, FeatureStateCache, GaussianKernelAttention
 from .reference import gka_attention_reference, gka_features_reference, gka_forward_reference
 
-__all__ = ["GaussianKernelAttention", "DecodeCache", "KERNELS", "gka_attention", "gka_attention_varlen", "gka_attention_chunked",
-           "gka_attention_features", "draw_frequencies", "merge_chunks", "gka_decode", "gka_attention_reference", "gka_forward_reference",
+__all__ = ["GaussianKernelAttention", "DecodeCache", "FeatureStateCache", "KERNELS", "gka_attention", "gka_attention_varlen",
+           "gka_attention_chunked", "gka_attention_features", "draw_frequencies", "merge_chunks", "gka_decode",
+           "gka_decode_features", "new_feature_state", "gka_attention_reference", "gka_forward_reference",
            "gka_features_reference", "library_path",
            "has_cuda", "cpu_family", "set_score_form", "score_form", "last_kernel", "set_num_threads",
            "get_num_threads", "memory_stats", "reset_peak_memory", "info"]

@@ -4,7 +4,8 @@ import math
 import torch
 from torch import nn
 
-from ._ops import _kernel, checked_window, draw_frequencies, gka_attention, gka_attention_features, gka_decode
+from ._ops import (_kernel, checked_window, draw_frequencies, gka_attention, gka_attention_features, gka_decode,
+                   gka_decode_features, new_feature_state)
 
 _LAYOUTS = ("bthd", "bhtd")
 
@@ -32,6 +33,26 @@ class DecodeCache:
         B, capacity, H, D = self.features.shape
         return (f"DecodeCache(batch={B}, capacity={capacity}, heads={H}, head_dim={D}, "
                 f"dtype={self.features.dtype}, device={self.features.device}, lengths={self.lengths.tolist()})")
+
+
+class FeatureStateCache:
+    """A random-feature GaussianKernelAttention's cache for generation (its
+    new_cache()): state [B, H, M, D+1] float32, the keys' state of each sequence
+    so far (docs/random-features.md), the same size whatever the length, and
+    lengths [B] (int64, CPU), each sequence's tokens so far, which the module's
+    prefill and decode advance. reset() empties it for new sequences."""
+
+    def __init__(self, state, lengths):
+        self.state, self.lengths = state, lengths
+
+    def reset(self):
+        self.state.zero_()
+        self.lengths.zero_()
+
+    def __repr__(self):
+        B, H, M, D1 = self.state.shape
+        return (f"FeatureStateCache(batch={B}, heads={H}, features={M}, head_dim={D1 - 1}, "
+                f"device={self.state.device}, lengths={self.lengths.tolist()})")
 
 
 class GaussianKernelAttention(nn.Module):
@@ -92,7 +113,9 @@ class GaussianKernelAttention(nn.Module):
     tokens against the cache (gka_decode) and stores them. Both use this
     module's sigma, window, kernel and layout, run under torch.no_grad() and
     advance cache.lengths; their results equal the forward's over the whole
-    sequence up to float rounding.
+    sequence up to float rounding. With features (the causal window), the cache
+    is a FeatureStateCache, the keys' state (module.new_cache(batch), no
+    capacity: any length), and decode costs O(M D) a token (gka_decode_features).
     """
 
     def __init__(self, heads, head_dim, window=(-1, 0), sigma=None, layout="bthd", return_lse=False,
@@ -181,12 +204,20 @@ class GaussianKernelAttention(nn.Module):
         """An empty DecodeCache for `batch` sequences. capacity: the tokens it holds
         per sequence; under a sliding window (W-1, 0) it defaults to W-1 (a ring,
         for any length), under the causal window it must be given (the longest
-        sequence, prompt included). dtype: the features' (float32 or bfloat16)."""
+        sequence, prompt included). dtype: the features' (float32 or bfloat16).
+        With features: a FeatureStateCache, float32, for sequences of any length
+        (capacity, if given, is not used)."""
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError(f"gka: batch must be an int >= 1, got {batch!r}")
         if self.features:
-            raise NotImplementedError("gka: random-feature GKA has no decode yet (its cache would be the state, "
-                                      "M x D a head)")
+            if self.window != (-1, 0):
+                raise ValueError(f"gka: random-feature GKA decodes under the causal window (-1, 0), this module's "
+                                 f"is {self.window}")
+            if dtype != torch.float32:
+                raise TypeError(f"gka: random-feature GKA's state is float32, got dtype {dtype}")
+            # The state's size is M (D + 1) a head whatever the length: capacity is not needed.
+            state = new_feature_state(batch, self.heads, self.features, self.head_dim, device=device)
+            return FeatureStateCache(state, torch.zeros(batch, dtype=torch.int64))
         left, right = self.window
         if right != 0:
             raise ValueError(f"gka: decoding needs a window whose right span is 0 (causal or sliding), this module's "
@@ -203,10 +234,11 @@ class GaussianKernelAttention(nn.Module):
         return DecodeCache(features, torch.zeros(batch, dtype=torch.int64))
 
     def _check_cache(self, cache, xb):
-        if not isinstance(cache, DecodeCache):
-            raise TypeError(f"gka: cache must be a DecodeCache (module.new_cache), got {type(cache).__name__}")
-        if cache.features.shape[0] != xb.shape[0]:
-            raise ValueError(f"gka: x has {xb.shape[0]} sequences, the cache {cache.features.shape[0]}")
+        kind = FeatureStateCache if self.features else DecodeCache
+        if not isinstance(cache, kind):
+            raise TypeError(f"gka: cache must be a {kind.__name__} (module.new_cache), got {type(cache).__name__}")
+        if cache.lengths.shape[0] != xb.shape[0]:
+            raise ValueError(f"gka: x has {xb.shape[0]} sequences, the cache {cache.lengths.shape[0]}")
 
     @torch.no_grad()
     def prefill(self, x, cache):
@@ -219,6 +251,8 @@ class GaussianKernelAttention(nn.Module):
         if bool(cache.lengths.any()):
             raise ValueError(f"gka: prefill takes an empty cache (lengths {cache.lengths.tolist()}): continue a "
                              "sequence with decode(), which takes several new tokens too, or reset() the cache")
+        if self.features:  # the prompt's keys' state from zero: decode's kernels
+            return self.decode(x, cache)
         T = xb.shape[1]
         if self.window[0] < 0 and T > cache.capacity:
             raise ValueError(f"gka: a prompt of {T} tokens does not fit a cache of capacity {cache.capacity} under "
@@ -239,7 +273,10 @@ class GaussianKernelAttention(nn.Module):
         against the cache, into which they are stored (gka_decode)."""
         xb, as_given = self._as_bthd(x)
         self._check_cache(cache, xb)
-        y = gka_decode(xb, cache.features, cache.lengths, self._checked_sigma(), self.window, self.kernel)
+        if self.features:
+            y = gka_decode_features(xb, cache.state, self._checked_sigma(), self.frequencies)
+        else:
+            y = gka_decode(xb, cache.features, cache.lengths, self._checked_sigma(), self.window, self.kernel)
         cache.lengths += xb.shape[1]
         return as_given(y)
 

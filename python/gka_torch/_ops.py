@@ -1,5 +1,6 @@
 """The custom ops gka::forward and gka::backward over libgka, and their autograd;
-random-feature GKA's gka::forward_features and gka::backward_features;
+random-feature GKA's gka::forward_features, gka::backward_features and
+gka::decode_features;
 their variable-length forms gka::forward_varlen and gka::backward_varlen; a chunk's
 passes gka::forward_chunk and gka::backward_chunk; gka::decode, inference against a
 feature cache.
@@ -206,6 +207,12 @@ forward.register_autograd(_backward, setup_context=_setup_context)
 # (below); a registration would round sigma, a learned bandwidth, as well.
 
 
+def _check_written_in_place(name, t, dtype, device):
+    if t.dtype != dtype or t.device != device or not t.is_contiguous():
+        raise TypeError(f"gka: {name} must be a contiguous {dtype} tensor on {device} (it is written in place), "
+                        f"got {'a non-contiguous ' if not t.is_contiguous() else ''}{t.dtype} on {t.device}")
+
+
 @torch.library.custom_op("gka::decode", mutates_args=("cache",))
 def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma: torch.Tensor, left: int,
            right: int, kernel_function: str = "gaussian") -> tuple[torch.Tensor, torch.Tensor]:
@@ -216,10 +223,7 @@ def decode(x: torch.Tensor, cache: torch.Tensor, cache_lens: torch.Tensor, sigma
     if cache.dim() != 4 or cache.shape[0] != B or tuple(cache.shape[2:]) != (H, D):
         raise ValueError(f"gka: cache must be [batch, capacity, heads, head_dim] = [{B}, capacity, {H}, {D}], "
                          f"got shape {tuple(cache.shape)}")
-    if cache.dtype != x.dtype or cache.device != x.device or not cache.is_contiguous():
-        raise TypeError(f"gka: cache must be a contiguous {x.dtype} tensor on {x.device} (it is written in place), "
-                        f"got {'a non-contiguous ' if not cache.is_contiguous() else ''}{cache.dtype} on "
-                        f"{cache.device}")
+    _check_written_in_place("cache", cache, x.dtype, x.device)
     if cache_lens.shape != (B,) or cache_lens.dtype != torch.int64 or cache_lens.device.type != "cpu":
         raise TypeError(f"gka: cache_lens must be an int64 CPU tensor of shape [{B}], got {cache_lens.dtype} "
                         f"{tuple(cache_lens.shape)} on {cache_lens.device}")
@@ -613,6 +617,64 @@ def _backward_features(ctx, dy, _dlse):
 
 forward_features.register_autograd(_backward_features, setup_context=_setup_features_context)
 backward_features.register_autograd(_no_double_backward)
+
+
+@torch.library.custom_op("gka::decode_features", mutates_args=("state",))
+def decode_features(x: torch.Tensor, state: torch.Tensor, sigma: torch.Tensor,
+                    frequencies: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y [B,Tq,H,D], lse [B,H,Tq]) of random-feature GKA's new tokens x after the
+    tokens whose keys' state [B,H,M,D+1] float32 `state` holds; adds theirs to it
+    (gka.h, gka_run_decode with features)."""
+    _check(x, sigma)
+    _check_frequencies(x, frequencies)
+    _check_feature_state(x, frequencies, state)
+    x, sigma, frequencies = x.contiguous(), sigma.float().contiguous(), frequencies.contiguous()
+    B, Tq, H, D = x.shape
+    y = torch.empty_like(x)
+    lse = torch.empty((B, H, Tq), dtype=torch.float32, device=x.device)
+    _run("decode", x, (-1, 0), "gaussian", x=x, sigma=sigma, y=y, lse=lse, features=frequencies.shape[1],
+         frequencies=frequencies, cache=state)
+    return y, lse
+
+
+@decode_features.register_fake
+def _(x, state, sigma, frequencies):
+    _check(x, sigma, fake=True)
+    _check_frequencies(x, frequencies)
+    _check_feature_state(x, frequencies, state)
+    B, Tq, H, D = x.shape
+    return x.new_empty((B, Tq, H, D)), x.new_empty((B, H, Tq), dtype=torch.float32)
+
+
+def _check_feature_state(x, frequencies, state):
+    B, _, H, D = x.shape
+    shape = (B, H, frequencies.shape[1], D + 1)
+    if not isinstance(state, torch.Tensor) or tuple(state.shape) != shape:
+        raise ValueError(f"gka: the state must be [batch, heads, features, head_dim + 1] = {list(shape)}, got "
+                         f"{tuple(state.shape) if isinstance(state, torch.Tensor) else state!r}")
+    _check_written_in_place("the state", state, torch.float32, x.device)
+
+
+def new_feature_state(batch, heads, features, head_dim, device="cpu"):
+    """The keys' state of empty sequences for gka_decode_features: zeros
+    [batch, heads, features, head_dim + 1] float32."""
+    return torch.zeros((batch, heads, features, head_dim + 1), dtype=torch.float32, device=device)
+
+
+def gka_decode_features(x, state, sigma, frequencies, return_lse=False):
+    """Random-feature GKA's inference (docs/random-features.md): y [B,Tq,H,D] of Tq
+    new tokens per sequence after the tokens whose keys' state `state` holds
+    ([B,H,M,D+1] float32, new_feature_state() for empty sequences), to which it
+    adds theirs: O(M D) a token whatever the length, under the causal window. A
+    prompt is one call (any Tq), the tokens after it one call each or several.
+    Inference only, as gka_decode."""
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                       for t in (x, state, sigma, frequencies)):
+        raise RuntimeError("gka: gka_decode_features is inference-only (it has no backward), but x, sigma, the "
+                           "frequencies or the state requires grad: call it under torch.no_grad() or "
+                           "torch.inference_mode(), or pass detached tensors")
+    y, lse = torch.ops.gka.decode_features(x, state, sigma, frequencies)
+    return (y, lse) if return_lse else y
 
 
 def draw_frequencies(heads, features, head_dim, seed=None, orthogonal=True):

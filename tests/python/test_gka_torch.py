@@ -738,8 +738,40 @@ class RandomFeatures(unittest.TestCase):
                              (dict(learn_frequencies=True), "needs features")):
             with self.subTest(kwargs=kwargs), self.assertRaisesRegex(ValueError, says):
                 gka_torch.GaussianKernelAttention(2, 8, **kwargs)
-        with self.assertRaisesRegex(NotImplementedError, "no decode yet"):
-            fixed.new_cache(1, 16)
+        with self.assertRaisesRegex(ValueError, "decodes under the causal window"):
+            learned.new_cache(1)
+
+    def test_decode_equals_the_forward(self):
+        # A prompt, then tokens one at a time and a few at once, from the keys'
+        # state: y as the causal forward of the whole sequence, to rounding.
+        torch.manual_seed(6)
+        x = 0.5 * torch.randn(2, 40, 3, 8)
+        sigma, w = torch.tensor([1.0, 1.5, 2.0]), gka_torch.draw_frequencies(3, 20, 8, seed=7)
+        want = gka_torch.gka_attention_features(x, sigma, w)
+        state = gka_torch.new_feature_state(2, 3, 20, 8)
+        with torch.no_grad():
+            pieces = [gka_torch.gka_decode_features(x[:, a:b], state, sigma, w)
+                      for a, b in ((0, 17), (17, 18), (18, 19), (19, 40))]
+        self.assertLess(rel_err(torch.cat(pieces, 1), want.detach()), 1e-5)
+        module = gka_torch.GaussianKernelAttention(3, 8, features=20)
+        cache = module.new_cache(2)
+        self.assertIsInstance(cache, gka_torch.FeatureStateCache)
+        flat = x.flatten(2)
+        with torch.no_grad():
+            y = torch.cat([module.prefill(flat[:, :30], cache)] + [module.decode(flat[:, t:t + 1], cache)
+                                                                   for t in range(30, 40)], 1)
+            self.assertLess(rel_err(y, module(flat)), 1e-5)
+        self.assertEqual(cache.lengths.tolist(), [40, 40])
+        with self.assertRaisesRegex(ValueError, "prefill takes an empty cache"):
+            module.prefill(flat, cache)
+        cache.reset()
+        self.assertEqual(cache.state.abs().sum().item(), 0)
+        with self.assertRaisesRegex(TypeError, "must be a FeatureStateCache"):
+            module.decode(flat, gka_torch.GaussianKernelAttention(3, 8).new_cache(2, 40))
+        with self.assertRaisesRegex(ValueError, "state must be"):
+            gka_torch.gka_decode_features(x, torch.zeros(2, 3, 20, 8), sigma, w)
+        with self.assertRaisesRegex(RuntimeError, "inference-only"):
+            gka_torch.gka_decode_features(x, state, sigma, w.requires_grad_())
 
     def test_opcheck(self):
         x, sigma = (t.float() for t in inputs(8, b=1, t=6, h=2))
@@ -748,6 +780,7 @@ class RandomFeatures(unittest.TestCase):
         y, lse = torch.ops.gka.forward_features(x, sigma, w, -1, 0)
         torch.library.opcheck(torch.ops.gka.backward_features.default,
                               (x, sigma, w, y, lse, torch.ones_like(y), -1, 0))
+        torch.library.opcheck(torch.ops.gka.decode_features.default, (x, torch.zeros(1, 2, 5, 9), sigma, w))
 
 
 class Module(unittest.TestCase):
