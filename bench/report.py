@@ -24,6 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 # The kernels' runs: "gka/..." by sequence length, "dims/..." the head-dim sweep
 # (the best family, one T).
 NAME = re.compile(r"^(?P<suite>gka|dims)/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/T=(?P<T>\d+)")
+# Random-feature GKA beside exact GKA ("M=exact") by T.
+FEATURES = re.compile(r"^features/(?P<family>\w+)/(?P<pass_>\w+)/(?P<window>\w+)/D=(?P<D>\d+)/M=(?P<M>\w+)/T=(?P<T>\d+)$")
 FAMILIES_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cmake", "families.tsv")
 
 
@@ -94,6 +96,56 @@ def write_head_dims(f, dims):
         cells = [(f"{row[D]['gflops']:.1f}" + (f" ({row[D]['gflops'] / base['gflops']:.2f})" if base else ""))
                  if D in row else "" for D in head_dims]
         f.write("| " + " | ".join(str(k) for k in key) + " | " + " | ".join(cells) + " |\n")
+
+
+def feature_rows(medians):
+    """{(family, pass, window, D): {M: {T: entry}}} of the features/ runs; M "exact" or a count."""
+    rows = defaultdict(lambda: defaultdict(dict))
+    for name, m in medians.items():
+        g = FEATURES.match(name)
+        if g:
+            rows[(g["family"], g["pass_"], g["window"], int(g["D"]))][g["M"]][int(g["T"])] = m
+    return rows
+
+
+def feature_targets(features):
+    """The random-feature issue's targets: linear in T (time(4T) / time(T) <= 4.4 from T = 4096 on) and, at
+    T = 16384, M = 128, forward+backward >= 5x exact causal GKA's speed."""
+    lines = []
+    for (family, pass_, window, D), by_m in sorted(features.items()):
+        if pass_ != "fwdbwd":
+            continue
+        for M, by_t in sorted(by_m.items()):
+            for T in sorted(by_t):
+                if M != "exact" and T >= 4096 and 4 * T in by_t:
+                    r = by_t[4 * T]["time_ms"] / by_t[T]["time_ms"]
+                    lines.append((f"features {family} fwdbwd M={M}: time(T={4 * T}) / time(T={T})", "<= 4.4",
+                                  f"{r:.2f}", r <= 4.4))
+        exact, m128 = by_m.get("exact", {}).get(16384), by_m.get("128", {}).get(16384)
+        if exact and m128:
+            r = exact["time_ms"] / m128["time_ms"]
+            lines.append((f"features {family} fwdbwd T=16384 M=128: exact GKA's time / its time", ">= 5",
+                          f"{r:.2f}", r >= 5))
+    return lines
+
+
+def write_features(f, features):
+    """Random-feature GKA's times by T, each M beside exact GKA's, with exact's time over each M's."""
+    if not features:
+        return
+    f.write("\n## Random-feature GKA: ms (exact GKA's time / this)\n")
+    for key in sorted(features):
+        by_m = features[key]
+        seq_lens = sorted({T for r in by_m.values() for T in r})
+        f.write(f"\n{' '.join(str(k) for k in key)}\n\n| M | " + " | ".join(f"T={T}" for T in seq_lens) + " |\n"
+                + "| --- " * (1 + len(seq_lens)) + "|\n")
+        for M in sorted(by_m, key=lambda m: (m != "exact", int(m) if m.isdigit() else 0)):
+            cells = []
+            for T in seq_lens:
+                e, exact = by_m[M].get(T), by_m.get("exact", {}).get(T)
+                ratio = f" ({exact['time_ms'] / e['time_ms']:.2f})" if e and exact and M != "exact" else ""
+                cells.append(f"{e['time_ms']:.1f}{ratio}" if e else "")
+            f.write(f"| {M} | " + " | ".join(cells) + " |\n")
 
 
 def sgemm_yardstick(medians):
@@ -191,9 +243,10 @@ def write_markdown(path, context, medians, rows, sgemm_name, sgemm, best, target
                     f.write(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {T} | {e['gflops']:.1f} | "
                             f"{ref['gflops']:.1f} | {e['gflops'] / ref['gflops']:.2f} |\n")
         write_head_dims(f, dims_rows(medians))
+        write_features(f, feature_rows(medians))
         f.write("\n## Yardsticks\n\n| benchmark | time (ms) | GFLOP/s |\n| --- | --- | --- |\n")
         for name in sorted(medians):
-            if not name.startswith(("gka/", "dims/")):
+            if not name.startswith(("gka/", "dims/", "features/")):
                 f.write(f"| {name} | {medians[name]['time_ms']:.3f} | {medians[name]['gflops']:.1f} |\n")
         families = sorted({k[0] for k in rows})
         if len(families) > 1:
@@ -256,6 +309,7 @@ def main():
     rows = gka_rows(medians)
     sgemm_name, sgemm = sgemm_yardstick(medians)
     best, target_lines = targets(medians, rows, sgemm)
+    target_lines += feature_targets(feature_rows(medians))
     md = os.path.join(args.out, "report.md")
     os.makedirs(args.out, exist_ok=True)
     write_markdown(md, context, medians, rows, sgemm_name, sgemm, best, target_lines)
