@@ -1,6 +1,6 @@
 """The custom ops gka::forward and gka::backward over libgka, and their autograd;
-random-feature GKA's gka::forward_features, gka::backward_features and
-gka::decode_features;
+random-feature GKA's gka::forward_features, gka::backward_features, their
+varlen forms and gka::decode_features;
 their variable-length forms gka::forward_varlen and gka::backward_varlen; a chunk's
 passes gka::forward_chunk and gka::backward_chunk; gka::decode, inference against a
 feature cache.
@@ -619,6 +619,77 @@ forward_features.register_autograd(_backward_features, setup_context=_setup_feat
 backward_features.register_autograd(_no_double_backward)
 
 
+@torch.library.custom_op("gka::forward_features_varlen", mutates_args=())
+def forward_features_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tensor, frequencies: torch.Tensor,
+                            left: int, right: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y [total,H,D], lse [H,total]) of random-feature GKA on packed sequences x
+    [total,H,D] (gka::forward_varlen's layout), each from zero states."""
+    _check_varlen(x, cu_seqlens, sigma)
+    _check_frequencies(x.unsqueeze(0), frequencies)
+    x, cu_seqlens, sigma, frequencies = (x.contiguous(), cu_seqlens.contiguous(), sigma.float().contiguous(),
+                                         frequencies.contiguous())
+    y = torch.empty_like(x)
+    lse = torch.empty((x.shape[1], x.shape[0]), dtype=torch.float32, device=x.device)
+    _run_varlen("forward", x, cu_seqlens, (left, right), "gaussian", sigma=sigma, y=y, lse=lse,
+                features=frequencies.shape[1], frequencies=frequencies)
+    return y, lse
+
+
+@forward_features_varlen.register_fake
+def _(x, cu_seqlens, sigma, frequencies, left, right):
+    _check_varlen(x, cu_seqlens, sigma, fake=True)
+    _check_frequencies(x.unsqueeze(0), frequencies)
+    return torch.empty_like(x), x.new_empty((x.shape[1], x.shape[0]), dtype=torch.float32)
+
+
+@torch.library.custom_op("gka::backward_features_varlen", mutates_args=())
+def backward_features_varlen(x: torch.Tensor, cu_seqlens: torch.Tensor, sigma: torch.Tensor, frequencies: torch.Tensor,
+                             y: torch.Tensor, lse: torch.Tensor, dy: torch.Tensor, left: int,
+                             right: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dsigma, dfrequencies) of packed sequences from the forward's y and lse."""
+    _check_varlen(x, cu_seqlens, sigma)
+    _check_frequencies(x.unsqueeze(0), frequencies)
+    if y.shape != x.shape or dy.shape != x.shape or lse.shape != (x.shape[1], x.shape[0]):
+        raise ValueError(f"gka: backward_features_varlen needs y and dy shaped like x {tuple(x.shape)} and lse "
+                         f"[H, total], got y {tuple(y.shape)}, dy {tuple(dy.shape)}, lse {tuple(lse.shape)}")
+    _check_backward_inputs(x, y, lse, dy)
+    x, y, lse, dy, cu_seqlens, frequencies = (t.contiguous() for t in (x, y, lse, dy, cu_seqlens, frequencies))
+    sigma = sigma.float().contiguous()
+    dx = torch.empty_like(x)
+    dsigma = torch.empty((x.shape[1],), dtype=torch.float32, device=x.device)
+    dfrequencies = torch.empty_like(frequencies)
+    _run_varlen("backward", x, cu_seqlens, (left, right), "gaussian", sigma=sigma, y=y, lse=lse, dy=dy, dx=dx,
+                dsigma=dsigma, features=frequencies.shape[1], frequencies=frequencies, dfrequencies=dfrequencies)
+    return dx, dsigma, dfrequencies
+
+
+@backward_features_varlen.register_fake
+def _(x, cu_seqlens, sigma, frequencies, y, lse, dy, left, right):
+    _check_varlen(x, cu_seqlens, sigma, fake=True)
+    return torch.empty_like(x), sigma.new_empty(sigma.shape, dtype=torch.float32), torch.empty_like(frequencies)
+
+
+def _setup_features_varlen_context(ctx, inputs, output):
+    x, cu_seqlens, sigma, frequencies, left, right = inputs
+    y, lse = output
+    ctx.save_for_backward(x, cu_seqlens, sigma, frequencies, y, lse)
+    ctx.window = (left, right)
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward_features_varlen(ctx, dy, _dlse):
+    x, cu_seqlens, sigma, frequencies, y, lse = ctx.saved_tensors
+    dx, dsigma, dfrequencies = torch.ops.gka.backward_features_varlen(x, cu_seqlens, sigma, frequencies, y, lse,
+                                                                      dy.to(x.dtype), *ctx.window)
+    wanted = ctx.needs_input_grad
+    return (dx if wanted[0] else None, None, dsigma.to(sigma.dtype) if wanted[2] else None,
+            dfrequencies if wanted[3] else None, None, None)
+
+
+forward_features_varlen.register_autograd(_backward_features_varlen, setup_context=_setup_features_varlen_context)
+backward_features_varlen.register_autograd(_no_double_backward)
+
+
 @torch.library.custom_op("gka::decode_features", mutates_args=("state",))
 def decode_features(x: torch.Tensor, state: torch.Tensor, sigma: torch.Tensor,
                     frequencies: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -693,15 +764,23 @@ def draw_frequencies(heads, features, head_dim, seed=None, orthogonal=True):
     return w
 
 
-def gka_attention_features(x, sigma, frequencies, window=(-1, 0), return_lse=False):
+def gka_attention_features(x, sigma, frequencies, window=(-1, 0), return_lse=False, cu_seqlens=None):
     """Random-feature GKA (docs/random-features.md): the Gaussian's weights estimated
     from M features a head, in time linear in T. x [B,T,H,D] float32, sigma [H],
     frequencies [H,M,D] float32 (standard normal draws give the Gaussian's
     estimator; gradients flow to them, to x and to sigma). window: (-1, 0) causal
     or (-1, -1) full. lse [B,H,T] is the log of each row's estimated weight sum
-    (-inf on a row without an estimate, whose y is x)."""
+    (-inf on a row without an estimate, whose y is x). With cu_seqlens (int32 or
+    int64, read on the host), x is packed sequences [total,H,D] as
+    gka_attention_varlen's, each attending within itself; lse is then [H,total]."""
     left, right = _window(window)
-    y, lse = torch.ops.gka.forward_features(x, sigma, frequencies, left, right)
+    if cu_seqlens is None:
+        y, lse = torch.ops.gka.forward_features(x, sigma, frequencies, left, right)
+    else:
+        if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"gka: cu_seqlens must be an int32 or int64 tensor, got {cu_seqlens!r}")
+        y, lse = torch.ops.gka.forward_features_varlen(x, cu_seqlens.to("cpu", torch.int64), sigma, frequencies,
+                                                       left, right)
     return (y, lse) if return_lse else y
 
 

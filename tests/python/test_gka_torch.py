@@ -741,6 +741,34 @@ class RandomFeatures(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "decodes under the causal window"):
             learned.new_cache(1)
 
+    def test_varlen_is_each_sequence_alone(self):
+        # Packed sequences, each from zero states: the same kernels on the same
+        # tokens as each alone, so y, lse and dx bit for bit; dsigma and dW sum
+        # the sequences' (in another order: to rounding).
+        torch.manual_seed(8)
+        cu = torch.tensor([0, 30, 31, 100], dtype=torch.int32)
+        sigma, w = torch.tensor([1.0, 1.7]), gka_torch.draw_frequencies(2, 12, 8, seed=9)
+        for window in ((-1, 0), (-1, -1)):
+            with self.subTest(window=window):
+                x = (0.4 * torch.randn(100, 2, 8)).requires_grad_()
+                ws, ss = w.clone().requires_grad_(), sigma.clone().requires_grad_()
+                y, lse = gka_torch.gka_attention_features(x, ss, ws, window, return_lse=True, cu_seqlens=cu)
+                dy = torch.randn(y.shape)
+                (y * dy).sum().backward()
+                grads = torch.zeros_like(sigma), torch.zeros_like(w)
+                for a, b in zip(cu[:-1].tolist(), cu[1:].tolist()):
+                    xs, wo, so = (t.detach().clone().requires_grad_() for t in (x[a:b], w, sigma))
+                    ya, la = gka_torch.gka_attention_features(xs[None], so, wo, window, return_lse=True)
+                    (ya[0] * dy[a:b]).sum().backward()
+                    self.assertTrue(torch.equal(ya[0], y[a:b].detach()))
+                    self.assertTrue(torch.equal(la[0], lse[:, a:b]))
+                    self.assertTrue(torch.equal(xs.grad, x.grad[a:b]))
+                    grads[0].add_(so.grad), grads[1].add_(wo.grad)
+                self.assertLess(rel_err(ss.grad, grads[0]), 1e-5)
+                self.assertLess(rel_err(ws.grad, grads[1]), 1e-5)
+        with self.assertRaisesRegex(TypeError, "cu_seqlens must be"):
+            gka_torch.gka_attention_features(x, sigma, w, cu_seqlens=[0, 100])
+
     def test_decode_equals_the_forward(self):
         # A prompt, then tokens one at a time and a few at once, from the keys'
         # state: y as the causal forward of the whole sequence, to rounding.
@@ -781,6 +809,11 @@ class RandomFeatures(unittest.TestCase):
         torch.library.opcheck(torch.ops.gka.backward_features.default,
                               (x, sigma, w, y, lse, torch.ones_like(y), -1, 0))
         torch.library.opcheck(torch.ops.gka.decode_features.default, (x, torch.zeros(1, 2, 5, 9), sigma, w))
+        packed, cu = x[0], torch.tensor([0, 2, 6])
+        torch.library.opcheck(torch.ops.gka.forward_features_varlen.default, (packed, cu, sigma, w, -1, 0))
+        y, lse = torch.ops.gka.forward_features_varlen(packed, cu, sigma, w, -1, 0)
+        torch.library.opcheck(torch.ops.gka.backward_features_varlen.default,
+                              (packed, cu, sigma, w, y, lse, torch.ones_like(y), -1, 0))
 
 
 class Module(unittest.TestCase):
