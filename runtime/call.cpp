@@ -230,8 +230,10 @@ gka_status check_call(const gka_call &c, Pass pass) {
 
 // The exact results where no kernel runs, on the host: y, dx and dx_keys 0
 // wherever they have elements (a chunk's no pair), lse the log of each row's
-// key count, dsigma 0. The cache is left as it is: no features to write.
+// key count, dsigma 0. The cache is left as it is: no features to write (a
+// random-feature decode's state counts its new keys: feature_decode_without_kernel).
 gka_status write_host_results(const gka_call &c, Pass pass) {
+    if (pass == Pass::decode && c.features > 0) return feature_decode_without_kernel(c);
     const gka_shape t = tensor_shape(c);
     const int64_t features = t.batch * t.seq_len * t.heads * t.head_dim;
     const int64_t key_features = c.chunk ? t.batch * c.chunk->key_len * t.heads * t.head_dim : 0;
@@ -327,7 +329,6 @@ gka_status run_call(const gka_call &c, Pass pass, const char *name) {
     if (c.device == GKA_CUDA) return cuda::run(c, pass, name);
     const CpuFamily *f = cpu_family();
     if (f == nullptr) return GKA_ERR_UNSUPPORTED;
-    if (c.features > 0 && pass == Pass::decode && c.shape.head_dim == 0) return feature_decode_without_dims(c);
     if (!needs_kernel(c)) return write_host_results(c, pass);
     if (c.features > 0) {
         return pass == Pass::forward    ? cpu_feature_forward(c, *f)

@@ -50,7 +50,7 @@ gka_status cpu_backward_chunk(const gka_call &c, const CpuFamily &f);
 gka_status cpu_feature_forward(const gka_call &c, const CpuFamily &f);
 gka_status cpu_feature_backward(const gka_call &c, const CpuFamily &f);
 gka_status cpu_feature_decode(const gka_call &c, const CpuFamily &f);
-gka_status feature_decode_without_dims(const gka_call &c);  // D = 0: every factor is 1
+gka_status feature_decode_without_kernel(const gka_call &c);  // a dimension 0: on the host
 
 // A varlen call's sequence s as a call of its own, a view of the packed
 // tensors (lse and dsigma: the caller's, which varlen.cpp and cuda_varlen.cpp

@@ -88,11 +88,28 @@ gka_status not_built(const char *pass, const CpuFamily &f, const gka_call &c) {
     return gka::not_built(pass, f.name, KernelFunction::gaussian, c.shape.head_dim, Element::f32);
 }
 
-// Runs `run(first, count)` on each slice of heads, until one fails.
+// Heads [first, first + count) of the call's buffers, and a segment's tokens
+// within them.
+struct HeadSlice {
+    int64_t first, count;
+    template <class B>
+    B heads(const B &buf, int dim) const {
+        return part_of(buf, dim, first, count);
+    }
+    template <class B>
+    B tokens(const B &features, const Segment &p) const {  // (d, h, t, b)
+        return part_of(heads(features, 1), 2, p.first, p.count);
+    }
+    Buffer<float, 3> rows(const Buffer<float, 3> &lse, const Segment &p) const {  // (t, h, b)
+        return part_of(heads(lse, 1), 0, p.first, p.count);
+    }
+};
+
+// Runs `run(slice)` on each slice of `step` heads, until one fails.
 template <class Run>
 int by_head_slices(const gka_call &c, int64_t step, Run run) {
     for (int64_t first = 0; first < c.shape.heads; first += step) {
-        if (const int code = run(first, std::min(step, c.shape.heads - first))) return code;
+        if (const int code = run(HeadSlice{first, std::min(step, c.shape.heads - first)})) return code;
     }
     return 0;
 }
@@ -112,20 +129,18 @@ gka_status feature_forward(const gka_call &c, const CpuFamily &f, float *start) 
     State cache;
     if (start) cache = State(start, int(c.shape.head_dim + 1), int(c.features), int(t.heads), int(t.batch));
     DenormalsFlushed flushed;
-    const int code = by_head_slices(c, heads_at_once(c, parts), [&](int64_t first, int64_t count) {
-        auto heads = [&](const auto &b, int dim) { return part_of(b, dim, first, count); };
-        auto tokens = [&](const auto &b, const Segment &p) { return part_of(heads(b, 1), 2, p.first, p.count); };
-        State state = new_state(c, count), next = new_state(c, count);
-        if (start) state.copy_from(heads(cache, 2));
+    const int code = by_head_slices(c, heads_at_once(c, parts), [&](const HeadSlice &slice) {
+        State state = new_state(c, slice.count), next = new_state(c, slice.count);
+        if (start) state.copy_from(slice.heads(cache, 2));
         for (const Segment &p : parts) {
             if (p.starts && !start) state.fill(0.0f);
-            if (const int code = k->run(tokens(xb, p), heads(sb, 0), heads(wb, 2), state, causal(c), tokens(yb, p),
-                                        part_of(heads(lb, 1), 0, p.first, p.count), next)) {
+            if (const int code = k->run(slice.tokens(xb, p), slice.heads(sb, 0), slice.heads(wb, 2), state, causal(c),
+                                        slice.tokens(yb, p), slice.rows(lb, p), next)) {
                 return code;
             }
             std::swap(state, next);
         }
-        if (start) heads(cache, 2).copy_from(state);
+        if (start) slice.heads(cache, 2).copy_from(state);
         return 0;
     });
     return ran(k, code, GKA_ERR_INTERNAL);
@@ -139,13 +154,14 @@ gka_status cpu_feature_decode(const gka_call &c, const CpuFamily &f) {
     return feature_forward(c, f, static_cast<float *>(c.cache));
 }
 
-// With D = 0 every feature of every token is 1: a row's sum is its keys'
-// count, which each feature's column of the state holds (their mean, as the
-// kernels' estimate averages the features).
-gka_status feature_decode_without_dims(const gka_call &c) {
+// A decode without elements to compute. Another dimension than D at 0 leaves
+// no row to write and no key to add. With D = 0 every feature of every token
+// is 1: a row's sum is its keys' count, which each feature's column of the
+// state holds (their mean, as the kernels' estimate averages the features).
+gka_status feature_decode_without_kernel(const gka_call &c) {
     const gka_shape &s = c.shape;
     auto *state = static_cast<float *>(c.cache);
-    for (int64_t b = 0; b < s.batch; b++)
+    for (int64_t b = 0; s.head_dim == 0 && b < s.batch; b++)
         for (int64_t h = 0; h < s.heads; h++) {
             float *counts = state + (b * s.heads + h) * c.features;
             double before = 0.0;
@@ -175,35 +191,34 @@ gka_status cpu_feature_backward(const gka_call &c, const CpuFamily &f) {
     std::fill_n(c.dfrequencies, t.heads * per_head_w, 0.0f);
     std::fill_n(c.dsigma, t.heads, 0.0f);
     DenormalsFlushed flushed;
-    const int code = by_head_slices(c, heads_at_once(c, parts), [&](int64_t first, int64_t count) {
-        auto heads = [&](const auto &b, int dim) { return part_of(b, dim, first, count); };
-        auto tokens = [&](const auto &b, const Segment &p) { return part_of(heads(b, 1), 2, p.first, p.count); };
-        auto token_rows = [&](const Segment &p) { return part_of(heads(lb, 1), 0, p.first, p.count); };
+    const int code = by_head_slices(c, heads_at_once(c, parts), [&](const HeadSlice &slice) {
+        auto sigma = slice.heads(sb, 0);
+        auto w = slice.heads(wb, 2);
         // The keys' state at each segment's start.
         std::vector<State> key_states;
         for (size_t s = 0; s < parts.size(); s++) {
-            key_states.push_back(new_state(c, count));
+            key_states.push_back(new_state(c, slice.count));
             if (parts[s].starts) continue;
-            if (const int code = states->run(tokens(xb, parts[s - 1]), heads(sb, 0), heads(wb, 2), key_states[s - 1],
+            if (const int code = states->run(slice.tokens(xb, parts[s - 1]), sigma, w, key_states[s - 1],
                                              key_states[s])) {
                 return code;
             }
         }
-        State query_state = new_state(c, count), next = new_state(c, count);
-        Buffer<float, 3> dw(int(c.shape.head_dim), int(c.features), int(count));
-        Buffer<float, 1> dsigma{int(count)};
+        State query_state = new_state(c, slice.count), next = new_state(c, slice.count);
+        Buffer<float, 3> dw(int(c.shape.head_dim), int(c.features), int(slice.count));
+        Buffer<float, 1> dsigma{int(slice.count)};
         for (size_t s = parts.size(); s-- > 0;) {
             const Segment &p = parts[s];
             if (p.ends) query_state.fill(0.0f);
-            if (const int code = k->run(tokens(xb, p), heads(sb, 0), heads(wb, 2), key_states[s], tokens(yb, p),
-                                        token_rows(p), tokens(dyb, p), query_state, causal(c), tokens(dxb, p), dw,
-                                        dsigma, next)) {
+            if (const int code = k->run(slice.tokens(xb, p), sigma, w, key_states[s], slice.tokens(yb, p),
+                                        slice.rows(lb, p), slice.tokens(dyb, p), query_state, causal(c),
+                                        slice.tokens(dxb, p), dw, dsigma, next)) {
                 return code;
             }
             std::swap(query_state, next);
-            float *dw_heads = c.dfrequencies + first * per_head_w;
-            for (int64_t e = 0; e < count * per_head_w; e++) dw_heads[e] += dw.data()[e];
-            for (int64_t h = 0; h < count; h++) c.dsigma[first + h] += dsigma(int(h));
+            float *dw_heads = c.dfrequencies + slice.first * per_head_w;
+            for (int64_t e = 0; e < slice.count * per_head_w; e++) dw_heads[e] += dw.data()[e];
+            for (int64_t h = 0; h < slice.count; h++) c.dsigma[slice.first + h] += dsigma(int(h));
         }
         return 0;
     });
