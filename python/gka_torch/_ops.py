@@ -286,6 +286,13 @@ def _check_varlen(x, cu_seqlens, sigma, fake=False):
                          f"non-decreasing, the total last ([0] for no sequences), got shape {tuple(cu_seqlens.shape)}")
 
 
+def _host_cu_seqlens(cu_seqlens):
+    """The varlen calls' cu_seqlens (int32 or int64, any device) as the int64 CPU tensor libgka reads."""
+    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"gka: cu_seqlens must be an int32 or int64 tensor, got {cu_seqlens!r}")
+    return cu_seqlens.to("cpu", torch.int64)
+
+
 def _run_varlen(pass_, x, cu_seqlens, window, kernel, **fields):
     """Runs libgka's `pass_` on packed sequences x [total, H, D]."""
     total, H, D = x.shape
@@ -527,13 +534,12 @@ def gka_attention_varlen(x, cu_seqlens, sigma, window=(-1, 0), kernel="gaussian"
     in order; a CUDA cu_seqlens is copied to the host, which waits too.)
     """
     left, right = _window(window)
-    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"gka: cu_seqlens must be an int32 or int64 tensor, got {cu_seqlens!r}")
+    cu_seqlens = _host_cu_seqlens(cu_seqlens)
     if not isinstance(x, torch.Tensor) or x.dim() != 3:
         raise ValueError(f"gka: packed x must be a tensor [total, heads, head_dim], got "
                          f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
     x, sigma = _autocast_inputs(x, sigma, packed=True)
-    return torch.ops.gka.forward_varlen(x, cu_seqlens.to("cpu", torch.int64), sigma, left, right, _kernel(kernel))[0]
+    return torch.ops.gka.forward_varlen(x, cu_seqlens, sigma, left, right, _kernel(kernel))[0]
 
 
 def _check_frequencies(x, frequencies):
@@ -777,10 +783,8 @@ def gka_attention_features(x, sigma, frequencies, window=(-1, 0), return_lse=Fal
     if cu_seqlens is None:
         y, lse = torch.ops.gka.forward_features(x, sigma, frequencies, left, right)
     else:
-        if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64):
-            raise TypeError(f"gka: cu_seqlens must be an int32 or int64 tensor, got {cu_seqlens!r}")
-        y, lse = torch.ops.gka.forward_features_varlen(x, cu_seqlens.to("cpu", torch.int64), sigma, frequencies,
-                                                       left, right)
+        y, lse = torch.ops.gka.forward_features_varlen(x, _host_cu_seqlens(cu_seqlens), sigma, frequencies, left,
+                                                       right)
     return (y, lse) if return_lse else y
 
 
